@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"codexgate/approvals"
+	"codexgate/config"
+	"codexgate/supervisor"
+	"codexgate/ui/control"
+)
+
+// stopTimeout bounds a clean stop of every worker at exit.
+const stopTimeout = 20 * time.Second
+
+// app is the running Codexgate: the parts wired together.
+type app struct {
+	cfg    *config.Config
+	queue  *approvals.Queue
+	sup    *supervisor.Supervisor
+	server *control.Server
+	log    *slog.Logger
+}
+
+func runApp(g globalFlags) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
+	slog.SetDefault(log)
+
+	cfgPath, err := configPath(g, log)
+	if err != nil {
+		return err
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		return err
+	}
+	if !g.headless {
+		log.Warn("the desktop UI is not built yet: running headless; use the codexgate cards and answer commands")
+	}
+	auditPath, err := approvals.DefaultAuditPath()
+	if err != nil {
+		return err
+	}
+	audit, err := approvals.OpenAudit(auditPath)
+	if err != nil {
+		return err
+	}
+	defer audit.Close()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	a := &app{cfg: cfg, log: log}
+	a.queue = approvals.NewQueue(approvals.Options{
+		Limits:      approvals.Limits{ShowBytes: cfg.Cards.ShowBytes, MaxBytes: cfg.Cards.MaxBytes},
+		SettleDelay: cfg.Cards.SettleDelay.Duration,
+		Audit:       audit,
+		Log:         log,
+	})
+	if err := supervisor.AdoptOrphans(ctx, log); err != nil {
+		log.Warn("cannot adopt the orphans of workers", "err", err)
+	}
+	a.sup = supervisor.New(ctx, supervisor.Options{Approver: a.queue, Log: log, Version: version})
+
+	sock, err := g.socketPath()
+	if err != nil {
+		return err
+	}
+	a.server, err = control.Listen(sock, a.handle)
+	if err != nil {
+		return err
+	}
+	a.server.Excluded = a.sup.PIDs
+	a.server.Refused = a.queue.Refused
+	a.server.Log = log
+	serveDone := make(chan error, 1)
+	go func() { serveDone <- a.server.Serve(ctx) }()
+
+	if err := a.sup.Apply(ctx, specs(cfg)); err != nil {
+		log.Error("start workers", "err", err)
+	}
+	log.Info("codexgate running", "config", cfgPath, "socket", sock, "audit", auditPath, "workers", len(cfg.Workers))
+
+	<-ctx.Done()
+	log.Info("stopping workers")
+	stopCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	err = a.sup.Stop(stopCtx)
+	if serr := <-serveDone; serr != nil {
+		err = errors.Join(err, serr)
+	}
+	return err
+}
+
+func logLevel() slog.Level {
+	if os.Getenv("CODEXGATE_DEBUG") != "" {
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
+}
+
+// configPath is the file to use; on a first run it writes a default one
+// with a worker for the current directory.
+func configPath(g globalFlags, log *slog.Logger) (string, error) {
+	path := g.config
+	if path == "" {
+		var err error
+		if path, err = config.DefaultPath(); err != nil {
+			return "", err
+		}
+	}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		cwd, err := os.Getwd()
+		if err != nil {
+			return "", fmt.Errorf("find current directory: %w", err)
+		}
+		wrote, err := config.WriteDefault(path, cwd)
+		if err != nil {
+			return "", err
+		}
+		if wrote {
+			log.Info("wrote a default config with one worker for the current directory", "config", path, "cwd", cwd)
+		}
+	}
+	return path, nil
+}
+
+// specs turns the config's workers into what the supervisor runs.
+func specs(cfg *config.Config) []supervisor.Spec {
+	out := make([]supervisor.Spec, len(cfg.Workers))
+	for i, w := range cfg.Workers {
+		codex := w.Codex
+		if codex == "" {
+			codex = pinnedCodex
+		}
+		out[i] = supervisor.Spec{
+			Name: w.Name, Cwd: w.Cwd, Codex: supervisor.NativeCodex(codex), Model: w.Model,
+			Args: w.Args, Env: w.Env,
+		}
+	}
+	return out
+}
+
+// handle answers one control-socket request.
+func (a *app) handle(ctx context.Context, req control.Request) (any, error) {
+	switch req.Op {
+	case "workers":
+		return a.sup.Statuses(), nil
+	case "task":
+		w, err := a.sup.Worker(req.Worker)
+		if err != nil {
+			return nil, err
+		}
+		return w.StartTurn(ctx, req.Prompt)
+	case "interrupt":
+		w, err := a.sup.Worker(req.Worker)
+		if err != nil {
+			return nil, err
+		}
+		return nil, w.Interrupt(ctx, "")
+	case "cards":
+		return a.queue.Cards(), nil
+	case "answer":
+		d, err := approvals.ParseDecision(req.Decision)
+		if err != nil {
+			return nil, err
+		}
+		return a.queue.Answer(approvals.Answer{Card: req.Card, Decision: d, Revision: req.Revision, By: approvals.ByCLI, Values: req.Values})
+	}
+	return nil, fmt.Errorf("unknown request %q", req.Op)
+}

@@ -1,0 +1,279 @@
+package approvals
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Kind is what a card asks for.
+type Kind string
+
+const (
+	KindCommand     Kind = "command"
+	KindNetwork     Kind = "network"
+	KindFileChange  Kind = "fileChange"
+	KindPermissions Kind = "permissions"
+	KindElicitation Kind = "elicitation"
+	KindQuestion    Kind = "question"
+)
+
+// FileChange is one file of a fileChange card, as shown.
+type FileChange struct {
+	Path     string `json:"path"`
+	Kind     string `json:"kind"` // add, delete, update, move
+	MovePath string `json:"movePath,omitempty"`
+}
+
+// Field is one input of an elicitation form or one question.
+type Field struct {
+	Name     string   `json:"name"`
+	Label    string   `json:"label"`
+	Type     string   `json:"type"` // string, number, integer, boolean, enum, choice
+	Required bool     `json:"required,omitempty"`
+	Options  []string `json:"options,omitempty"`
+	Other    bool     `json:"other,omitempty"` // a free answer is allowed besides the options
+	Secret   bool     `json:"secret,omitempty"`
+}
+
+// Card is one request as a person sees it. Every text in it is escaped and
+// capped: it is exactly what is shown.
+type Card struct {
+	ID       string `json:"id"`
+	Worker   string `json:"worker"`
+	ThreadID string `json:"threadId"`
+	TurnID   string `json:"turnId"`
+	ItemID   string `json:"itemId"`
+	Kind     Kind   `json:"kind"`
+	Command  string `json:"command"`
+	Cwd      string `json:"cwd"`
+	Reason   string `json:"reason"`
+	Host     string `json:"host"`
+	Protocol string `json:"protocol,omitempty"`
+	// GrantRoot is the directory under which a fileChange asks for session
+	// write access.
+	GrantRoot   string   `json:"grantRoot"`
+	Actions     []string `json:"actions,omitempty"`
+	Permissions []string `json:"permissions,omitempty"`
+	// Amendment is the command prefix that allow-prefix would allow from now on.
+	Amendment []string `json:"amendment,omitempty"`
+	// HostRules are the network rules (host and allow/deny) codex proposes to save.
+	HostRules []string     `json:"hostRules,omitempty"`
+	Changes   []FileChange `json:"changes,omitempty"`
+	Diff      string       `json:"diff"`
+	Server    string       `json:"server,omitempty"`
+	Message   string       `json:"message,omitempty"`
+	URL       string       `json:"url,omitempty"`
+	Fields    []Field      `json:"fields,omitempty"`
+
+	// Body is the card's whole text, labelled lines then the diff, capped.
+	Body string `json:"body"`
+	// Truncated: Body (or a field) does not show everything. Such a card can
+	// only be allowed after the full text was shown (MarkShownInFull).
+	Truncated   bool `json:"truncated"`
+	ShownInFull bool `json:"shownInFull"`
+	FullBytes   int  `json:"fullBytes"`
+
+	Revision   int        `json:"revision"`
+	Decisions  []Decision `json:"decisions"`
+	NeedsInput bool       `json:"needsInput,omitempty"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	ChangedAt  time.Time  `json:"changedAt"`
+	// SHA256 is the hash of the exact bytes of the request and its item;
+	// DiffSHA256 of the exact diff text.
+	SHA256     string `json:"sha256"`
+	DiffSHA256 string `json:"diffSha256,omitempty"`
+}
+
+// Grants says what allowing the card grants beyond running it once, for
+// buttons such as "Allow and grant writes under /path"; empty when nothing.
+func (c *Card) Grants() string {
+	switch {
+	case c.GrantRoot != "":
+		return "grant writes under " + c.GrantRoot
+	case c.Kind == KindPermissions:
+		return "grant " + strings.Join(c.Permissions, ", ")
+	}
+	return ""
+}
+
+// Summary is the card in one escaped line of at most about limit bytes,
+// for lists, menus and notifications.
+func (c *Card) Summary(limit int) string {
+	switch {
+	case c.Kind == KindNetwork:
+		return FirstLine("network access to "+c.Host, limit)
+	case len(c.Changes) > 0:
+		paths := make([]string, len(c.Changes))
+		for i, ch := range c.Changes {
+			paths[i] = ch.Kind + " " + ch.Path
+		}
+		return FirstLine(strings.Join(paths, ", "), limit)
+	case c.Command != "":
+		return FirstLine(c.Command, limit)
+	case len(c.Permissions) > 0:
+		return FirstLine(strings.Join(c.Permissions, ", "), limit)
+	case len(c.Fields) > 0:
+		return FirstLine(c.Fields[0].Label, limit)
+	}
+	return FirstLine(c.Message, limit)
+}
+
+// Allows reports whether d lets something happen.
+func (d Decision) Allows() bool { return d != DecisionDeny && d != DecisionStop }
+
+// Limits bound what a card shows and what is refused outright.
+type Limits struct {
+	ShowBytes int // the shown text of a card
+	MaxBytes  int // above: declined without asking
+}
+
+// DefaultLimits are 64 KiB shown, 4 MiB at most.
+var DefaultLimits = Limits{ShowBytes: 64 << 10, MaxBytes: 4 << 20}
+
+// refusal is a request declined without asking, and why.
+type refusal struct{ reason string }
+
+func (r *refusal) Error() string { return r.reason }
+
+func refuse(format string, args ...any) error { return &refusal{fmt.Sprintf(format, args...)} }
+
+// built is a card with what answering it needs.
+type built struct {
+	card Card
+	// replies maps each offered decision to the exact result it sends.
+	replies map[Decision]json.RawMessage
+	// form answers are built from the person's values.
+	form formKind
+	// full is the whole shown text, uncapped, for the "Show all" view.
+	full string
+}
+
+// build turns a request into a card, or a refusal (an error) when it cannot
+// show what would happen.
+func build(req Request, lim Limits) (*built, error) {
+	if size := len(req.Params) + len(req.Item); size > lim.MaxBytes {
+		return nil, refuse("the request is %d bytes, above the %d-byte limit", size, lim.MaxBytes)
+	}
+	var b *built
+	var err error
+	switch req.Method {
+	case MethodCommandApproval:
+		b, err = buildCommand(req.Params)
+	case MethodFileChangeApproval:
+		b, err = buildFileChange(req.Params, req.Item)
+	case MethodPermissions:
+		b, err = buildPermissions(req.Params)
+	case MethodElicitation:
+		b, err = buildElicitation(req.Params)
+	case MethodUserInput:
+		b, err = buildQuestion(req.Params)
+	case MethodLegacyExec, MethodLegacyPatch:
+		return nil, refuse("%s is the legacy v1 approval; codexgate answers only v2 requests", req.Method)
+	default:
+		return nil, refuse("unknown request method %q", req.Method)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c := &b.card
+	c.Worker = req.Worker
+	sum := sha256.New()
+	sum.Write(req.Params)
+	sum.Write(req.Item)
+	c.SHA256 = hex.EncodeToString(sum.Sum(nil))
+	b.full = render(c, lim)
+	return b, nil
+}
+
+// params decodes the request's params, refusing what does not parse.
+func params(raw json.RawMessage, v any) error {
+	if err := json.Unmarshal(raw, v); err != nil {
+		return refuse("params do not parse: %v", err)
+	}
+	return nil
+}
+
+// ids are the fields every item request carries.
+type ids struct {
+	ThreadID string `json:"threadId"`
+	TurnID   string `json:"turnId"`
+	ItemID   string `json:"itemId"`
+}
+
+func (i ids) apply(c *Card) { c.ThreadID, c.TurnID, c.ItemID = i.ThreadID, i.TurnID, i.ItemID }
+
+func line(s string) string { return Escape(s, false) }
+
+func lines(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = line(s)
+	}
+	return out
+}
+
+// render writes the card's Body, capping it and the long fields, and
+// returns the whole text.
+func render(c *Card, lim Limits) string {
+	var b strings.Builder
+	field := func(label, value string) {
+		if value != "" {
+			fmt.Fprintf(&b, "%-11s %s\n", label+":", strings.ReplaceAll(value, "\n", "\n            "))
+		}
+	}
+	field("worker", line(c.Worker))
+	field("kind", string(c.Kind))
+	field("command", c.Command)
+	field("cwd", c.Cwd)
+	field("host", strings.TrimSpace(c.Host+" "+c.Protocol))
+	field("grantRoot", c.GrantRoot)
+	field("reason", c.Reason)
+	field("server", c.Server)
+	field("message", c.Message)
+	field("url", c.URL)
+	for _, a := range c.Actions {
+		field("action", a)
+	}
+	for _, p := range c.Permissions {
+		field("permission", p)
+	}
+	if len(c.Amendment) > 0 {
+		field("rule", "allow commands starting with: "+strings.Join(c.Amendment, " "))
+	}
+	for _, r := range c.HostRules {
+		field("rule", r)
+	}
+	for _, f := range c.Fields {
+		desc := f.Type
+		if len(f.Options) > 0 {
+			desc += " [" + strings.Join(f.Options, " | ") + "]"
+		}
+		field("field", f.Name+" ("+desc+"): "+f.Label)
+	}
+	for _, ch := range c.Changes {
+		target := ch.Path
+		if ch.MovePath != "" {
+			target += " -> " + ch.MovePath
+		}
+		field("file", ch.Kind+" "+target)
+	}
+	if c.Diff != "" {
+		b.WriteString("\n")
+		b.WriteString(c.Diff)
+		if !strings.HasSuffix(c.Diff, "\n") {
+			b.WriteString("\n")
+		}
+	}
+	full := b.String()
+	c.FullBytes = len(full)
+	var cut [3]bool
+	c.Body, cut[0] = Cap(full, lim.ShowBytes)
+	c.Command, cut[1] = Cap(c.Command, lim.ShowBytes)
+	c.Diff, cut[2] = Cap(c.Diff, lim.ShowBytes)
+	c.Truncated = cut[0] || cut[1] || cut[2]
+	return full
+}

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"codexgate/approvals"
+	"codexgate/supervisor"
+	"codexgate/ui/control"
+)
+
+const usage = `usage:
+  codexgate [--config PATH] [--socket PATH] [--headless]   run (tray and panel; --headless: no UI)
+  codexgate task WORKER PROMPT...          start a turn on a worker; prints the turn id
+  codexgate cards [--json]                 open cards, oldest first
+  codexgate answer DECISION [CARD]         allow | allow-session | deny | stop (and allow-prefix,
+                                           allow-host, deny-host where offered); CARD defaults
+                                           to the oldest; --revision N names the revision seen
+  codexgate workers [--json]               worker status
+  codexgate version
+`
+
+type globalFlags struct {
+	config   string
+	socket   string
+	headless bool
+}
+
+func runCLI(args []string) error {
+	var g globalFlags
+	fs := flag.NewFlagSet("codexgate", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&g.config, "config", "", "config file")
+	fs.StringVar(&g.socket, "socket", "", "control socket")
+	fs.BoolVar(&g.headless, "headless", false, "run without the desktop UI")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Print(usage)
+			return nil
+		}
+		return fmt.Errorf("%w\n%s", err, usage)
+	}
+	args = fs.Args()
+	if len(args) == 0 {
+		return runApp(g)
+	}
+	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "version":
+		fmt.Println("codexgate", version)
+		return nil
+	case "help":
+		fmt.Print(usage)
+		return nil
+	case "task":
+		return cmdTask(g, args)
+	case "cards":
+		return cmdCards(g, args)
+	case "answer":
+		return cmdAnswer(g, args)
+	case "workers":
+		return cmdWorkers(g, args)
+	}
+	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+}
+
+func (g globalFlags) socketPath() (string, error) {
+	if g.socket != "" {
+		return g.socket, nil
+	}
+	return control.DefaultPath()
+}
+
+// call sends a request to the running app and decodes its result into out.
+func (g globalFlags) call(req control.Request, out any) error {
+	path, err := g.socketPath()
+	if err != nil {
+		return err
+	}
+	raw, err := control.Call(path, req, time.Minute)
+	if err != nil {
+		return err
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(raw, out)
+}
+
+// subFlags parses a subcommand's flags, which may come before or after its
+// arguments.
+func subFlags(name string, args []string, define func(*flag.FlagSet)) ([]string, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	define(fs)
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return rest, nil
+		}
+		rest = append(rest, args[0])
+		args = args[1:]
+	}
+}
+
+func cmdTask(g globalFlags, args []string) error {
+	if len(args) < 2 {
+		return errors.New("usage: codexgate task WORKER PROMPT...")
+	}
+	var turn string
+	if err := g.call(control.Request{Op: "task", Worker: args[0], Prompt: strings.Join(args[1:], " ")}, &turn); err != nil {
+		return err
+	}
+	fmt.Println(turn)
+	return nil
+}
+
+func cmdWorkers(g globalFlags, args []string) error {
+	var asJSON bool
+	if _, err := subFlags("workers", args, func(fs *flag.FlagSet) { fs.BoolVar(&asJSON, "json", false, "") }); err != nil {
+		return err
+	}
+	var workers []supervisor.Status
+	if err := g.call(control.Request{Op: "workers"}, &workers); err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(workers)
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTATE\tTHREAD\tCWD\tLAST ERROR")
+	for _, w := range workers {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", w.Name, w.State, orDash(w.ThreadID), w.Cwd, approvals.FirstLine(approvals.Escape(w.LastError, false), 120))
+	}
+	return tw.Flush()
+}
+
+func cmdCards(g globalFlags, args []string) error {
+	var asJSON bool
+	if _, err := subFlags("cards", args, func(fs *flag.FlagSet) { fs.BoolVar(&asJSON, "json", false, "") }); err != nil {
+		return err
+	}
+	var cards []approvals.Card
+	if err := g.call(control.Request{Op: "cards"}, &cards); err != nil {
+		return err
+	}
+	if asJSON {
+		if cards == nil {
+			cards = []approvals.Card{}
+		}
+		return printJSON(cards)
+	}
+	if len(cards) == 0 {
+		fmt.Println("no open cards")
+		return nil
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CARD\tREV\tKIND\tDECISIONS\tWHAT")
+	for _, c := range cards {
+		what := c.Summary(120)
+		if c.Truncated {
+			what += " [truncated: open it in the panel]"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", c.ID, c.Revision, c.Kind, joinDecisions(c.Decisions), what)
+	}
+	return tw.Flush()
+}
+
+func joinDecisions(ds []approvals.Decision) string {
+	s := make([]string, len(ds))
+	for i, d := range ds {
+		s[i] = string(d)
+	}
+	return strings.Join(s, ",")
+}
+
+func cmdAnswer(g globalFlags, args []string) error {
+	var revision int
+	rest, err := subFlags("answer", args, func(fs *flag.FlagSet) { fs.IntVar(&revision, "revision", 0, "") })
+	if err != nil {
+		return err
+	}
+	if len(rest) < 1 || len(rest) > 2 {
+		return errors.New("usage: codexgate answer DECISION [CARD] [--revision N]")
+	}
+	if _, err := approvals.ParseDecision(rest[0]); err != nil {
+		return err
+	}
+	req := control.Request{Op: "answer", Decision: rest[0], Revision: revision}
+	if len(rest) == 2 {
+		req.Card = rest[1]
+	}
+	var sent approvals.Answered
+	if err := g.call(req, &sent); err != nil {
+		return err
+	}
+	fmt.Printf("%s %s: sent %s\n", sent.Card.ID, sent.Decision, sent.Reply)
+	return nil
+}
+
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

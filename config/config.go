@@ -1,0 +1,282 @@
+// Package config reads and validates Codexgate's TOML file. Every error
+// names the file, the line and the field; unknown keys are errors, with a
+// suggestion, so a typo never silently drops a setting.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is the whole file.
+type Config struct {
+	Workers []Worker `toml:"worker"`
+	Cards   Cards    `toml:"cards"`
+}
+
+// Worker is one [[worker]]: a codex app-server for one workspace.
+type Worker struct {
+	Name  string            `toml:"name"`
+	Cwd   string            `toml:"cwd"`
+	Codex string            `toml:"codex"`
+	Model string            `toml:"model"`
+	Args  []string          `toml:"args"`
+	Env   map[string]string `toml:"env"`
+}
+
+// Cards are the limits on what a card shows.
+type Cards struct {
+	// ShowBytes caps the text a card shows before "Show all".
+	ShowBytes int `toml:"show_bytes"`
+	// MaxBytes is the size above which a request is declined without asking.
+	MaxBytes int `toml:"max_bytes"`
+	// SettleDelay is how long a card must have been the oldest, unchanged,
+	// before a hotkey may allow it.
+	SettleDelay Duration `toml:"settle_delay"`
+}
+
+// Duration is a time.Duration written as "1s", "500ms".
+type Duration struct{ time.Duration }
+
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	if v < 0 {
+		return errors.New("must not be negative")
+	}
+	d.Duration = v
+	return nil
+}
+
+// Defaults for what the file leaves out.
+var DefaultCards = Cards{ShowBytes: 64 << 10, MaxBytes: 4 << 20, SettleDelay: Duration{time.Second}}
+
+// Error is a problem in the file, with where it is.
+type Error struct {
+	File  string
+	Line  int    // 0 when unknown
+	Field string // dotted, e.g. worker[1].cwd
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	if e.Field != "" {
+		fmt.Fprintf(&b, ": %s", e.Field)
+	}
+	fmt.Fprintf(&b, ": %s", e.Msg)
+	return b.String()
+}
+
+// DefaultPath is $XDG_CONFIG_HOME/codexgate/config.toml.
+func DefaultPath() (string, error) {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return "", fmt.Errorf("find config directory: %w", err)
+	}
+	return filepath.Join(dir, "codexgate", "config.toml"), nil
+}
+
+// Load reads and validates the file at path.
+func Load(path string) (*Config, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(path, src)
+}
+
+// Parse validates src, the contents of the file named path.
+func Parse(path string, src []byte) (*Config, error) {
+	cfg := Config{Cards: DefaultCards}
+	md, err := toml.Decode(string(src), &cfg)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, &Error{File: path, Line: pe.Position.Line, Field: pe.LastKey, Msg: pe.Message}
+		}
+		return nil, &Error{File: path, Msg: err.Error()}
+	}
+	lines := newLineFinder(src)
+	var errs []error
+	for _, key := range md.Undecoded() {
+		field := key.String()
+		msg := "unknown key"
+		if s := suggest(key[len(key)-1], knownKeys(key[:len(key)-1])); s != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		errs = append(errs, &Error{File: path, Line: lines.find(key), Field: field, Msg: msg})
+	}
+	errs = append(errs, cfg.validate(path, lines)...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	for i := range cfg.Workers {
+		cfg.Workers[i].Cwd = filepath.Clean(cfg.Workers[i].Cwd)
+	}
+	return &cfg, nil
+}
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+func (c *Config) validate(path string, lines *lineFinder) []error {
+	var errs []error
+	fail := func(i int, field, format string, args ...any) {
+		errs = append(errs, &Error{
+			File:  path,
+			Line:  lines.findInTable("worker", i, field),
+			Field: fmt.Sprintf("worker[%d].%s", i, field),
+			Msg:   fmt.Sprintf(format, args...),
+		})
+	}
+	seen := map[string]int{}
+	for i, w := range c.Workers {
+		switch prev, dup := seen[w.Name]; {
+		case w.Name == "":
+			fail(i, "name", "is required")
+		case !namePattern.MatchString(w.Name):
+			fail(i, "name", "%q: use letters, digits, '.', '_' and '-' (at most 64)", w.Name)
+		case dup:
+			fail(i, "name", "%q is already the name of worker[%d]", w.Name, prev)
+		default:
+			seen[w.Name] = i
+		}
+		switch info, err := os.Stat(w.Cwd); {
+		case w.Cwd == "":
+			fail(i, "cwd", "is required")
+		case !filepath.IsAbs(w.Cwd):
+			fail(i, "cwd", "%q is not an absolute path", w.Cwd)
+		case err != nil:
+			fail(i, "cwd", "%q does not exist", w.Cwd)
+		case !info.IsDir():
+			fail(i, "cwd", "%q is not a directory", w.Cwd)
+		}
+		if w.Codex != "" && !filepath.IsAbs(w.Codex) {
+			fail(i, "codex", "%q is not an absolute path", w.Codex)
+		}
+	}
+	cardErr := func(field, msg string) {
+		errs = append(errs, &Error{File: path, Line: lines.findInTable("cards", 0, field), Field: "cards." + field, Msg: msg})
+	}
+	if c.Cards.ShowBytes < 1024 {
+		cardErr("show_bytes", "must be at least 1024")
+	}
+	if c.Cards.MaxBytes < c.Cards.ShowBytes {
+		cardErr("max_bytes", "must be at least show_bytes")
+	}
+	return errs
+}
+
+// knownKeys are the keys allowed in the table at path.
+func knownKeys(path toml.Key) []string {
+	switch path.String() {
+	case "":
+		return []string{"worker", "cards"}
+	case "worker":
+		return []string{"name", "cwd", "codex", "model", "args", "env"}
+	case "cards":
+		return []string{"show_bytes", "max_bytes", "settle_delay"}
+	}
+	return nil
+}
+
+// suggest is the known key closest to key, if it is close enough to be a typo.
+func suggest(key string, known []string) string {
+	best, bestDist := "", 3
+	for _, k := range known {
+		if d := editDistance(key, k); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// lineFinder locates keys in the source for error messages. The TOML
+// decoder reports lines only for syntax errors; this finds the line of a
+// key that decoded but is wrong.
+type lineFinder struct{ lines []string }
+
+func newLineFinder(src []byte) *lineFinder {
+	return &lineFinder{lines: strings.Split(string(src), "\n")}
+}
+
+var headerPattern = regexp.MustCompile(`^\s*\[\[?\s*([A-Za-z0-9_.-]+)\s*\]\]?`)
+
+// findInTable is the line of key in the index-th [[table]] (or [table]),
+// or of that table's header when key is not written there.
+func (f *lineFinder) findInTable(table string, index int, key string) int {
+	seen, header := -1, 0
+	for n, line := range f.lines {
+		if m := headerPattern.FindStringSubmatch(line); m != nil {
+			if header > 0 && seen == index {
+				break
+			}
+			if m[1] == table {
+				seen++
+				if seen == index {
+					header = n + 1
+				}
+			}
+			continue
+		}
+		if header > 0 && seen == index && keyOnLine(line, key) {
+			return n + 1
+		}
+	}
+	return header
+}
+
+// find is the first line of key (a full key path) anywhere in its table.
+func (f *lineFinder) find(key toml.Key) int {
+	table, name := strings.Join(key[:len(key)-1], "."), key[len(key)-1]
+	inTable := table == ""
+	for n, line := range f.lines {
+		if m := headerPattern.FindStringSubmatch(line); m != nil {
+			inTable = m[1] == table
+			continue
+		}
+		if inTable && keyOnLine(line, name) {
+			return n + 1
+		}
+	}
+	return 0
+}
+
+func keyOnLine(line, key string) bool {
+	name, _, ok := strings.Cut(strings.TrimSpace(line), "=")
+	return ok && slices.Contains([]string{key, `"` + key + `"`}, strings.TrimSpace(name))
+}

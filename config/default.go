@@ -1,0 +1,63 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+const defaultTemplate = `# Codexgate configuration. Edits are picked up while the app runs.
+#
+# One [[worker]] per workspace: each runs its own codex app-server with the
+# sandbox "workspace-write" and the approval policy "on-request", and every
+# approval it asks for becomes a card in the tray.
+
+[[worker]]
+name  = %s                     # unique; used on the command line
+cwd   = %s                     # the workspace; must exist
+codex = ""                     # path to a codex binary; empty: the pinned one
+model = ""                     # empty: codex's default model
+args  = []                     # extra arguments after "app-server"
+env   = {}                     # extra environment for codex
+
+# [cards]
+# show_bytes   = 65536         # text a card shows before "Show all"
+# max_bytes    = 4194304       # larger requests are declined without asking
+# settle_delay = "1s"          # how long the oldest card waits before a hotkey may allow it
+`
+
+var unsafeNameChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// WriteDefault writes a commented config with one worker for dir, unless a
+// file is already at path. It reports whether it wrote one.
+func WriteDefault(path, dir string) (bool, error) {
+	name := strings.Trim(unsafeNameChars.ReplaceAllString(filepath.Base(dir), "-"), "-._")
+	if name == "" {
+		name = "main"
+	}
+	name = name[:min(len(name), 64)]
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return false, fmt.Errorf("create config directory: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("write default config: %w", err)
+	}
+	_, err = fmt.Fprintf(f, defaultTemplate, strconv.Quote(name), strconv.Quote(dir))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return false, fmt.Errorf("write default config: %w", err)
+	}
+	return true, nil
+}

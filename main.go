@@ -1,0 +1,21 @@
+// Codexgate runs OpenAI Codex workers and lets a person approve or deny what
+// they ask for. See DESIGN.md for the architecture and README.md for use.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+// Set by the Makefile: the version, and the pinned codex it installed.
+var (
+	version     = "dev"
+	pinnedCodex = ""
+)
+
+func main() {
+	if err := runCLI(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "codexgate:", err)
+		os.Exit(1)
+	}
+}

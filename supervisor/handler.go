@@ -1,0 +1,199 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"slices"
+
+	"codexgate/approvals"
+	"codexgate/supervisor/codexrpc"
+)
+
+// connHandler follows one connection of a worker. It runs on that
+// connection's read loop, so the events it hands on keep codex's order.
+type connHandler struct {
+	w       *Worker
+	session uint64
+}
+
+func (h *connHandler) event(kind approvals.EventKind, threadID, turnID, itemID string) approvals.Event {
+	return approvals.Event{Kind: kind, Worker: h.w.spec.Name, Session: h.session, ThreadID: threadID, TurnID: turnID, ItemID: itemID}
+}
+
+// Request routes an approval request, with the item it names, to the
+// approver. Anything else is answered at once with an error, which codex
+// treats as a refusal.
+func (h *connHandler) Request(req *codexrpc.Request) {
+	w := h.w
+	if !approvals.Methods[req.Method] {
+		w.log.Warn("declined a request codexgate does not handle", "method", req.Method)
+		if err := req.ReplyError(codexrpc.CodeMethodNotFound, "codexgate does not handle "+req.Method); err != nil {
+			w.log.Warn("reply to unhandled request", "method", req.Method, "err", err)
+		}
+		return
+	}
+	var ref struct {
+		ItemID string `json:"itemId"`
+	}
+	_ = json.Unmarshal(req.Params, &ref) // approvals judges params that do not parse
+	w.mu.Lock()
+	item := w.items[ref.ItemID].raw
+	w.mu.Unlock()
+	w.opts.Approver.Open(approvals.Request{
+		Worker:  w.spec.Name,
+		Session: h.session,
+		ID:      req.Key(),
+		Method:  req.Method,
+		Params:  req.Params,
+		Item:    item,
+		Reply:   func(result json.RawMessage) error { return req.Reply(result) },
+	})
+}
+
+// Notification keeps the item and turn state cards need, and the worker's
+// state, and hands on what changes cards.
+func (h *connHandler) Notification(method string, params json.RawMessage) {
+	w := h.w
+	switch method {
+	case codexrpc.NotifyItemStarted:
+		var n codexrpc.ItemNotification
+		var hdr codexrpc.ItemHeader
+		if !h.decode(method, params, &n) || !h.decode(method, n.Item, &hdr) {
+			return
+		}
+		if hdr.Type == "commandExecution" || hdr.Type == "fileChange" {
+			w.mu.Lock()
+			w.items[hdr.ID] = trackedItem{turnID: n.TurnID, raw: n.Item}
+			w.mu.Unlock()
+		}
+	case codexrpc.NotifyPatchUpdated:
+		var n codexrpc.PatchUpdated
+		if !h.decode(method, params, &n) {
+			return
+		}
+		w.mu.Lock()
+		it, ok := w.items[n.ItemID]
+		if ok {
+			it.raw, ok = withChanges(it.raw, n.Changes)
+			w.items[n.ItemID] = it
+		}
+		w.mu.Unlock()
+		if !ok {
+			w.log.Warn("patch update for an item not started", "item", n.ItemID)
+			return
+		}
+		ev := h.event(approvals.ItemUpdated, n.ThreadID, n.TurnID, n.ItemID)
+		ev.Item = it.raw
+		w.opts.Approver.Event(ev)
+	case codexrpc.NotifyItemCompleted:
+		var n codexrpc.ItemNotification
+		var hdr codexrpc.ItemHeader
+		if !h.decode(method, params, &n) || !h.decode(method, n.Item, &hdr) {
+			return
+		}
+		w.mu.Lock()
+		delete(w.items, hdr.ID)
+		w.mu.Unlock()
+		w.opts.Approver.Event(h.event(approvals.ItemCompleted, n.ThreadID, n.TurnID, hdr.ID))
+	case codexrpc.NotifyRequestResolved:
+		var n codexrpc.RequestResolved
+		if !h.decode(method, params, &n) {
+			return
+		}
+		ev := h.event(approvals.RequestResolved, n.ThreadID, "", "")
+		ev.RequestID = string(n.RequestID)
+		w.opts.Approver.Event(ev)
+	case codexrpc.NotifyTurnStarted:
+		var n codexrpc.TurnNotification
+		if !h.decode(method, params, &n) {
+			return
+		}
+		w.update(func(st *Status) { st.TurnID = n.Turn.ID })
+		w.opts.Approver.Event(h.event(approvals.TurnStarted, n.ThreadID, n.Turn.ID, ""))
+	case codexrpc.NotifyTurnCompleted:
+		var n codexrpc.TurnNotification
+		if !h.decode(method, params, &n) {
+			return
+		}
+		w.mu.Lock()
+		for id, it := range w.items {
+			if it.turnID == n.Turn.ID {
+				delete(w.items, id)
+			}
+		}
+		if w.status.TurnID == n.Turn.ID {
+			w.status.TurnID = ""
+		}
+		if n.Turn.Error != nil {
+			w.status.LastError = n.Turn.Error.Message
+		}
+		w.mu.Unlock()
+		w.opts.Approver.Event(h.event(approvals.TurnCompleted, n.ThreadID, n.Turn.ID, ""))
+	case codexrpc.NotifyThreadStatusChanged:
+		var n codexrpc.ThreadStatusChanged
+		if !h.decode(method, params, &n) {
+			return
+		}
+		w.update(func(st *Status) {
+			if st.State == StateIdle || st.State == StateWorking || st.State == StateWaiting {
+				st.State = stateOf(n.Status)
+			}
+		})
+	case codexrpc.NotifyThreadClosed:
+		var n codexrpc.ThreadClosed
+		if h.decode(method, params, &n) {
+			w.opts.Approver.Event(h.event(approvals.ThreadClosed, n.ThreadID, "", ""))
+		}
+	case codexrpc.NotifyError:
+		var n codexrpc.ErrorNotification
+		if h.decode(method, params, &n) {
+			w.log.Warn("codex reported an error", "message", n.Error.Message, "willRetry", n.WillRetry)
+			w.update(func(st *Status) { st.LastError = n.Error.Message })
+		}
+	case codexrpc.NotifyWarning, codexrpc.NotifyConfigWarning, codexrpc.NotifyDeprecationNotice:
+		var n codexrpc.MessageNotification
+		_ = json.Unmarshal(params, &n)
+		w.log.Warn("codex "+method, "message", n.Message)
+	default:
+		w.mu.Lock()
+		first := !w.logged[method]
+		w.logged[method] = true
+		w.mu.Unlock()
+		if first {
+			w.log.Debug("ignoring notification", "method", method)
+		}
+	}
+}
+
+func (h *connHandler) decode(method string, raw json.RawMessage, v any) bool {
+	if err := json.Unmarshal(raw, v); err != nil {
+		h.w.log.Warn("skipped a malformed notification", "method", method, "err", err)
+		return false
+	}
+	return true
+}
+
+// stateOf maps codex's thread status to a worker state.
+func stateOf(s codexrpc.ThreadStatus) State {
+	if s.Type != "active" {
+		return StateIdle
+	}
+	if slices.Contains(s.ActiveFlags, "waitingOnApproval") || slices.Contains(s.ActiveFlags, "waitingOnUserInput") {
+		return StateWaiting
+	}
+	return StateWorking
+}
+
+// withChanges is item with its changes replaced: patchUpdated replaces the
+// whole list.
+func withChanges(item, changes json.RawMessage) (json.RawMessage, bool) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(item, &fields) != nil || len(changes) == 0 {
+		return item, false
+	}
+	fields["changes"] = changes
+	out, err := json.Marshal(fields)
+	if err != nil {
+		return item, false
+	}
+	return out, true
+}

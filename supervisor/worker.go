@@ -1,0 +1,408 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"codexgate/approvals"
+	"codexgate/supervisor/codexrpc"
+)
+
+// State is where a worker is in its life. It is printed as is.
+type State string
+
+const (
+	StateStopped    State = "stopped"
+	StateStarting   State = "starting"
+	StateIdle       State = "idle"
+	StateWorking    State = "working"
+	StateWaiting    State = "waiting"
+	StateRestarting State = "restarting"
+	StateFailed     State = "failed"
+	StateStopping   State = "stopping"
+)
+
+// Spec is what a worker runs: one codex app-server for one workspace.
+type Spec struct {
+	Name  string
+	Cwd   string
+	Codex string // path of the codex binary
+	Model string
+	Args  []string // after "app-server"
+	Env   map[string]string
+}
+
+// Status is a worker as the command line and the tray show it.
+type Status struct {
+	Name      string `json:"name"`
+	Cwd       string `json:"cwd"`
+	State     State  `json:"state"`
+	ThreadID  string `json:"threadId"`
+	TurnID    string `json:"turnId,omitempty"`
+	PID       int    `json:"pid,omitempty"`
+	LastError string `json:"lastError,omitempty"`
+}
+
+// Approver receives every approval request of every worker, and the events
+// that update or close them. Both are called from a worker's read loop and
+// must not block on a person.
+type Approver interface {
+	Open(approvals.Request)
+	Event(approvals.Event)
+}
+
+// Backoff paces restarts after crashes.
+type Backoff struct {
+	Min, Max time.Duration
+	// MaxFailures consecutive failed starts or crashes mark a worker failed.
+	MaxFailures int
+	// StableAfter is how long a run must last to reset the failure count.
+	StableAfter time.Duration
+}
+
+// DefaultBackoff is used where Options leaves Backoff zero.
+var DefaultBackoff = Backoff{Min: time.Second, Max: 30 * time.Second, MaxFailures: 5, StableAfter: time.Minute}
+
+// delay is the wait before restart attempt n (1-based): exponential, capped,
+// with jitter so that workers that crashed together do not restart together.
+func (b Backoff) delay(n int) time.Duration {
+	d := b.Min << min(n-1, 20)
+	if d > b.Max || d <= 0 {
+		d = b.Max
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+const (
+	handshakeTimeout = 60 * time.Second
+	// resumeRetries covers a previous process that still holds the thread's
+	// writer lock for a moment after its group was killed.
+	resumeRetries = 10
+	resumeRetry   = 500 * time.Millisecond
+)
+
+// sessions numbers connections across all workers, so that a request is
+// never mistaken for one of an earlier process of the same worker name.
+var sessions atomic.Uint64
+
+// Worker supervises one codex app-server. Its run loop owns the process and
+// the connection; mu guards what other goroutines read.
+type Worker struct {
+	spec Spec
+	opts *Options
+	log  *slog.Logger
+
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex // protects status, conn, session, items, logged
+	status  Status
+	conn    *codexrpc.Conn
+	session uint64                 // this worker's current connection, from the global count
+	items   map[string]trackedItem // started items by id, for cards
+	logged  map[string]bool        // notification methods already logged as unknown
+}
+
+type trackedItem struct {
+	turnID string
+	raw    json.RawMessage
+}
+
+func newWorker(spec Spec, opts *Options) *Worker {
+	return &Worker{
+		spec:   spec,
+		opts:   opts,
+		log:    opts.Log.With("worker", spec.Name),
+		done:   make(chan struct{}),
+		status: Status{Name: spec.Name, Cwd: spec.Cwd, State: StateStopped},
+		logged: make(map[string]bool),
+	}
+}
+
+// Name is the worker's configured name.
+func (w *Worker) Name() string { return w.spec.Name }
+
+// Status is a snapshot of the worker.
+func (w *Worker) Status() Status {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.status
+}
+
+func (w *Worker) update(f func(*Status)) {
+	w.mu.Lock()
+	f(&w.status)
+	w.mu.Unlock()
+}
+
+func (w *Worker) setState(s State, lastErr error) {
+	w.update(func(st *Status) {
+		st.State = s
+		if lastErr != nil {
+			st.LastError = lastErr.Error()
+		}
+	})
+}
+
+func (w *Worker) start(parent context.Context) {
+	ctx, cancel := context.WithCancel(parent)
+	w.cancel = cancel
+	go w.run(ctx)
+}
+
+// stop ends the worker: open requests are denied, then its process group
+// ends. It waits until the worker is stopped or ctx is done.
+func (w *Worker) stop(ctx context.Context) error {
+	w.cancel()
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop worker %q: %w", w.spec.Name, ctx.Err())
+	}
+}
+
+func (w *Worker) run(ctx context.Context) {
+	defer close(w.done)
+	b := w.opts.Backoff
+	failures := 0
+	for {
+		started := time.Now()
+		err := w.runOnce(ctx)
+		if ctx.Err() != nil {
+			w.update(func(st *Status) { st.State, st.PID, st.TurnID = StateStopped, 0, "" })
+			return
+		}
+		var startErr *startError
+		if errors.As(err, &startErr) {
+			w.log.Error("worker cannot start", "err", err)
+			w.setState(StateFailed, err)
+			return
+		}
+		if time.Since(started) >= b.StableAfter {
+			failures = 0
+		}
+		failures++
+		if failures >= b.MaxFailures {
+			w.log.Error("worker keeps crashing; giving up", "failures", failures, "err", err)
+			w.setState(StateFailed, fmt.Errorf("crashed %d times, last: %w", failures, err))
+			return
+		}
+		delay := b.delay(failures)
+		w.log.Warn("worker exited; restarting", "err", err, "in", delay)
+		w.update(func(st *Status) { st.State, st.PID, st.TurnID, st.LastError = StateRestarting, 0, "", err.Error() })
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			w.setState(StateStopped, nil)
+			return
+		}
+	}
+}
+
+// startError is a codex that cannot be started at all: restarting would not help.
+type startError struct{ err error }
+
+func (e *startError) Error() string { return e.err.Error() }
+func (e *startError) Unwrap() error { return e.err }
+
+// runOnce runs one codex process from spawn to exit. It returns nil when ctx
+// ended it, and why it ended otherwise.
+func (w *Worker) runOnce(ctx context.Context) error {
+	w.setState(StateStarting, nil)
+	if w.spec.Codex == "" {
+		return &startError{fmt.Errorf("start worker %q: no codex binary: set codex in the config, or build with make, which installs the pinned one", w.spec.Name)}
+	}
+	args := append([]string{"app-server"}, w.spec.Args...)
+	proc, err := startProcess(w.spec.Codex, args, w.spec.Cwd, childEnv(os.Environ(), w.spec.Env), w.log)
+	if err != nil {
+		return &startError{fmt.Errorf("start worker %q: %w", w.spec.Name, err)}
+	}
+	w.mu.Lock()
+	session := sessions.Add(1)
+	w.session = session
+	conn := codexrpc.New(proc.stdout, proc.stdin, &connHandler{w: w, session: session}, w.log)
+	w.conn = conn
+	w.items = make(map[string]trackedItem)
+	w.status.PID = proc.pid()
+	w.mu.Unlock()
+	go conn.Run()
+
+	defer func() {
+		w.mu.Lock()
+		w.conn = nil
+		clear(w.items)
+		w.mu.Unlock()
+		w.opts.Approver.Event(approvals.Event{Kind: approvals.WorkerExited, Worker: w.spec.Name, Session: session})
+	}()
+
+	handshakeDone := make(chan error, 1)
+	go func() { handshakeDone <- w.handshake(ctx, conn) }()
+	select {
+	case err := <-handshakeDone:
+		if err != nil {
+			proc.reap()
+			<-conn.Done()
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("handshake: %w", describeExit(err, proc))
+		}
+	case <-proc.exited:
+		proc.reap()
+		<-conn.Done()
+		<-handshakeDone
+		return fmt.Errorf("exited during handshake: %w", proc.exitError())
+	}
+	w.update(func(st *Status) {
+		if st.State == StateStarting {
+			st.State = StateIdle
+		}
+	})
+	w.log.Info("worker ready", "pid", proc.pid(), "thread", w.Status().ThreadID)
+
+	select {
+	case <-ctx.Done():
+		w.shutdown(proc, conn, session)
+		return nil
+	case <-proc.exited:
+	case <-conn.Done():
+	}
+	proc.reap()
+	<-conn.Done()
+	return proc.exitError()
+}
+
+// describeExit adds codex's last words to an error caused by its exit.
+func describeExit(err error, proc *process) error {
+	if last := proc.lastStderr(); last != "" && errors.Is(err, codexrpc.ErrClosed) {
+		return fmt.Errorf("%w (codex: %s)", err, last)
+	}
+	return err
+}
+
+// shutdown is a stop on purpose: every open request is denied before the
+// process group ends.
+func (w *Worker) shutdown(proc *process, conn *codexrpc.Conn, session uint64) {
+	w.setState(StateStopping, nil)
+	w.opts.Approver.Event(approvals.Event{Kind: approvals.WorkerStopping, Worker: w.spec.Name, Session: session})
+	for _, req := range conn.Open() {
+		if err := req.ReplyError(codexrpc.CodeDenied, "codexgate is stopping this worker"); err != nil {
+			w.log.Warn("deny open request on stop", "method", req.Method, "err", err)
+		}
+	}
+	proc.stop(w.opts.StopGrace)
+	<-conn.Done()
+}
+
+func (w *Worker) handshake(ctx context.Context, conn *codexrpc.Conn) error {
+	ctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+	defer cancel()
+	err := conn.Call(ctx, codexrpc.MethodInitialize, codexrpc.InitializeParams{
+		ClientInfo: codexrpc.ClientInfo{Name: "codexgate", Title: "Codexgate", Version: w.opts.Version},
+		Capabilities: codexrpc.Capabilities{
+			ExperimentalAPI:           true,
+			OptOutNotificationMethods: codexrpc.NoisyNotifications,
+		},
+	}, nil)
+	if err != nil {
+		return err
+	}
+	if err := conn.Notify(codexrpc.MethodInitialized, nil); err != nil {
+		return err
+	}
+	policy := codexrpc.ThreadStartParams{
+		Cwd:            w.spec.Cwd,
+		Model:          w.spec.Model,
+		Sandbox:        codexrpc.SandboxWorkspaceWrite,
+		ApprovalPolicy: codexrpc.ApprovalOnRequest,
+	}
+	threadID := w.Status().ThreadID
+	var res codexrpc.ThreadResult
+	if threadID != "" {
+		err = w.resume(ctx, conn, threadID, policy, &res)
+		if err == nil {
+			w.log.Info("resumed thread", "thread", threadID)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		w.log.Warn("could not resume thread; starting a new one", "thread", threadID, "err", err)
+		w.setState(StateStarting, fmt.Errorf("could not resume thread %s: %w", threadID, err))
+	}
+	if err := conn.Call(ctx, codexrpc.MethodThreadStart, policy, &res); err != nil {
+		return err
+	}
+	w.update(func(st *Status) { st.ThreadID = res.Thread.ID })
+	return nil
+}
+
+func (w *Worker) resume(ctx context.Context, conn *codexrpc.Conn, threadID string, policy codexrpc.ThreadStartParams, res *codexrpc.ThreadResult) error {
+	params := codexrpc.ThreadResumeParams{ThreadID: threadID, ThreadStartParams: policy, ExcludeTurns: true}
+	for attempt := 1; ; attempt++ {
+		err := conn.Call(ctx, codexrpc.MethodThreadResume, params, res)
+		if err == nil || attempt == resumeRetries || !strings.Contains(err.Error(), "active writer") {
+			return err
+		}
+		select {
+		case <-time.After(resumeRetry):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// ready returns the connection and thread a turn can start on.
+func (w *Worker) ready() (*codexrpc.Conn, string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch w.status.State {
+	case StateIdle, StateWorking, StateWaiting:
+		return w.conn, w.status.ThreadID, nil
+	}
+	return nil, "", fmt.Errorf("worker %q is %s", w.spec.Name, w.status.State)
+}
+
+// StartTurn gives the worker a task and returns the id of the new turn.
+func (w *Worker) StartTurn(ctx context.Context, prompt string) (string, error) {
+	conn, threadID, err := w.ready()
+	if err != nil {
+		return "", err
+	}
+	var res codexrpc.TurnResult
+	err = conn.Call(ctx, codexrpc.MethodTurnStart, codexrpc.TurnStartParams{ThreadID: threadID, Input: codexrpc.TextInput(prompt)}, &res)
+	if err != nil {
+		return "", fmt.Errorf("start turn on %q: %w", w.spec.Name, err)
+	}
+	w.update(func(st *Status) { st.TurnID = res.Turn.ID })
+	return res.Turn.ID, nil
+}
+
+// Interrupt stops a turn; an empty turnID means the running one.
+func (w *Worker) Interrupt(ctx context.Context, turnID string) error {
+	conn, threadID, err := w.ready()
+	if err != nil {
+		return err
+	}
+	if turnID == "" {
+		turnID = w.Status().TurnID
+	}
+	if turnID == "" {
+		return fmt.Errorf("worker %q has no running turn", w.spec.Name)
+	}
+	err = conn.Call(ctx, codexrpc.MethodTurnInterrupt, codexrpc.TurnInterruptParams{ThreadID: threadID, TurnID: turnID}, nil)
+	if err != nil {
+		return fmt.Errorf("interrupt turn on %q: %w", w.spec.Name, err)
+	}
+	return nil
+}
