@@ -26,6 +26,7 @@ type EventKind int
 const (
 	// ItemUpdated: Item holds the item with new changes (patchUpdated).
 	ItemUpdated EventKind = iota + 1
+	// ItemCompleted: Item holds the final item.
 	ItemCompleted
 	// TurnStarted: codex clears the requests of earlier turns of the thread.
 	TurnStarted

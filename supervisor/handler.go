@@ -93,7 +93,9 @@ func (h *connHandler) Notification(method string, params json.RawMessage) {
 		w.mu.Lock()
 		delete(w.items, hdr.ID)
 		w.mu.Unlock()
-		w.opts.Approver.Event(h.event(approvals.ItemCompleted, n.ThreadID, n.TurnID, hdr.ID))
+		ev := h.event(approvals.ItemCompleted, n.ThreadID, n.TurnID, hdr.ID)
+		ev.Item = n.Item
+		w.opts.Approver.Event(ev)
 	case codexrpc.NotifyRequestResolved:
 		var n codexrpc.RequestResolved
 		if !h.decode(method, params, &n) {

@@ -10,10 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"codexgate/supervisor/proc"
 )
 
 // scrubbedEnv never reaches a worker: with them the agent could reach the
@@ -181,18 +184,50 @@ func (p *process) stop(grace time.Duration) {
 	p.reap()
 }
 
-// reap kills whatever is left of the group, then waits for the leader and
-// for the group's stderr to close (every member holding it is gone).
+// reapTimeout bounds the wait for a killed group to be gone.
+const reapTimeout = 5 * time.Second
+
+// reap kills whatever is left of the group, then waits for the leader, for
+// the group's stderr to close, and for no live member of the group to remain.
 func (p *process) reap() {
 	p.stdin.Close()
 	p.signalGroup(syscall.SIGKILL)
 	<-p.exited
+	deadline := time.After(reapTimeout)
 	select {
 	case <-p.stderrDone:
-	case <-time.After(5 * time.Second):
+	case <-deadline:
 		p.log.Warn("a process of the worker's group still holds stderr open")
 	}
 	p.stdout.Close()
+	for groupAlive(p.pid()) {
+		select {
+		case <-deadline:
+			p.log.Warn("a process of the worker's group survived SIGKILL", "pgid", p.pid())
+			return
+		case <-time.After(10 * time.Millisecond):
+			p.signalGroup(syscall.SIGKILL)
+		}
+	}
+}
+
+// groupAlive reports whether a process of group pgid is still running
+// (zombies, which are already dead, do not count).
+func groupAlive(pgid int) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := proc.ReadStat(pid); err == nil && st.Group == pgid && st.State != "Z" {
+			return true
+		}
+	}
+	return false
 }
 
 // exitError describes how the leader ended.
