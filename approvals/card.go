@@ -220,6 +220,7 @@ func lines(ss []string) []string {
 // returns the whole text.
 func render(c *Card, lim Limits) string {
 	var b strings.Builder
+	b.Grow(len(c.Diff) + 1024)
 	field := func(label, value string) {
 		if value != "" {
 			fmt.Fprintf(&b, "%-11s %s\n", label+":", strings.ReplaceAll(value, "\n", "\n            "))

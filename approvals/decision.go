@@ -1,8 +1,11 @@
 package approvals
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 )
@@ -272,7 +275,9 @@ func buildFileChange(raw, itemRaw json.RawMessage) (*built, error) {
 	if p.GrantRoot != nil {
 		c.GrantRoot = line(*p.GrantRoot)
 	}
-	var diff, exact strings.Builder
+	var diff strings.Builder
+	diff.Grow(len(itemRaw))
+	exact := sha256.New()
 	for _, ch := range item.Changes {
 		if ch.Path == "" {
 			return nil, refuse("a change of item %q has no path", p.ItemID)
@@ -288,7 +293,9 @@ func buildFileChange(raw, itemRaw json.RawMessage) (*built, error) {
 			shown.Kind, shown.MovePath = "move", line(*ch.Kind.MovePath)
 		}
 		c.Changes = append(c.Changes, shown)
-		exact.WriteString(ch.Path + "\x00" + ch.Diff + "\x00")
+		for _, part := range []string{ch.Path, "\x00", ch.Diff, "\x00"} {
+			io.WriteString(exact, part)
+		}
 		fmt.Fprintf(&diff, "*** %s %s\n", shown.Kind, shown.Path)
 		body := ch.Diff
 		switch kind {
@@ -303,7 +310,7 @@ func buildFileChange(raw, itemRaw json.RawMessage) (*built, error) {
 		}
 	}
 	c.Diff = diff.String()
-	c.DiffSHA256 = sha256Hex(exact.String())
+	c.DiffSHA256 = hex.EncodeToString(exact.Sum(nil))
 	b.replies = map[Decision]json.RawMessage{
 		DecisionAllow:        decision("accept"),
 		DecisionAllowSession: decision("acceptForSession"),

@@ -23,31 +23,45 @@ func Escape(s string, multiline bool) string {
 	}
 	var b strings.Builder
 	b.Grow(len(s) + len(s)/8)
+	plain := 0 // start of the run of bytes shown as they are
 	for i := 0; i < len(s); {
+		c := s[i]
+		if c > ' ' && c < 0x7f || c == '\n' && multiline {
+			i++
+			continue
+		}
+		if c == ' ' || c == '\t' {
+			n := blankLen(s[i:], c)
+			if n < blankRun && (c == ' ' || multiline) {
+				i += n
+				continue
+			}
+			b.WriteString(s[plain:i])
+			if n >= blankRun {
+				fmt.Fprintf(&b, `\u{%x}×%d`, c, n)
+			} else {
+				b.WriteString(strings.Repeat(`\t`, n))
+			}
+			i += n
+			plain = i
+			continue
+		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x{%02x}`, s[i])
-		case r == ' ' || r == '\t':
-			n := blankLen(s[i:], byte(r))
-			switch {
-			case n >= blankRun:
-				fmt.Fprintf(&b, `\u{%x}×%d`, r, n)
-			case r == '\t' && !multiline:
-				b.WriteString(strings.Repeat(`\t`, n))
-			default:
-				b.WriteString(s[i : i+n])
-			}
-			size = n
-		case r == '\n' && multiline:
-			b.WriteByte('\n')
+			b.WriteString(s[plain:i])
+			fmt.Fprintf(&b, `\x{%02x}`, c)
 		case hidden(r):
+			b.WriteString(s[plain:i])
 			fmt.Fprintf(&b, `\u{%x}`, r)
 		default:
-			b.WriteString(s[i : i+size])
+			i += size
+			continue
 		}
 		i += size
+		plain = i
 	}
+	b.WriteString(s[plain:])
 	return b.String()
 }
 

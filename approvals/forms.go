@@ -1,8 +1,6 @@
 package approvals
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -10,11 +8,6 @@ import (
 	"strconv"
 	"strings"
 )
-
-func sha256Hex(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
 
 // permissionProfile is what item/permissions/requestApproval asks for (and
 // additionalPermissions of a command).
