@@ -22,7 +22,8 @@ const usage = `usage:
   codexgate cards [--json]                 open cards, oldest first
   codexgate answer DECISION [CARD]         allow | allow-session | deny | stop (and allow-prefix,
                                            allow-host, deny-host where offered); CARD defaults
-                                           to the oldest; --revision N names the revision seen
+                                           to the oldest; --revision N names the revision seen;
+                                           --value NAME=VALUE answers a question or form field
   codexgate workers [--json]               worker status
   codexgate version
 `
@@ -185,19 +186,37 @@ func joinDecisions(ds []approvals.Decision) string {
 	return strings.Join(s, ",")
 }
 
+// values collects repeated --value NAME=VALUE flags.
+type values map[string]string
+
+func (v values) String() string { return "" }
+
+func (v values) Set(s string) error {
+	name, value, ok := strings.Cut(s, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("%q is not NAME=VALUE", s)
+	}
+	v[name] = value
+	return nil
+}
+
 func cmdAnswer(g globalFlags, args []string) error {
 	var revision int
-	rest, err := subFlags("answer", args, func(fs *flag.FlagSet) { fs.IntVar(&revision, "revision", 0, "") })
+	vals := values{}
+	rest, err := subFlags("answer", args, func(fs *flag.FlagSet) {
+		fs.IntVar(&revision, "revision", 0, "")
+		fs.Var(vals, "value", "")
+	})
 	if err != nil {
 		return err
 	}
 	if len(rest) < 1 || len(rest) > 2 {
-		return errors.New("usage: codexgate answer DECISION [CARD] [--revision N]")
+		return errors.New("usage: codexgate answer DECISION [CARD] [--revision N] [--value NAME=VALUE]...")
 	}
 	if _, err := approvals.ParseDecision(rest[0]); err != nil {
 		return err
 	}
-	req := control.Request{Op: "answer", Decision: rest[0], Revision: revision}
+	req := control.Request{Op: "answer", Decision: rest[0], Revision: revision, Values: vals}
 	if len(rest) == 2 {
 		req.Card = rest[1]
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -109,6 +110,12 @@ func Parse(path string, src []byte) (*Config, error) {
 		if errors.As(err, &pe) {
 			return nil, &Error{File: path, Line: pe.Position.Line, Field: pe.LastKey, Msg: pe.Message}
 		}
+		// Type mismatches come as plain errors that carry line and key in
+		// their text.
+		if m := decodeErrorPattern.FindStringSubmatch(err.Error()); m != nil {
+			line, _ := strconv.Atoi(m[1])
+			return nil, &Error{File: path, Line: line, Field: m[2], Msg: m[3]}
+		}
 		return nil, &Error{File: path, Msg: err.Error()}
 	}
 	lines := newLineFinder(src)
@@ -130,6 +137,8 @@ func Parse(path string, src []byte) (*Config, error) {
 	}
 	return &cfg, nil
 }
+
+var decodeErrorPattern = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 )
 
@@ -31,6 +30,25 @@ env   = {}                     # extra environment for codex
 # settle_delay = "1s"          # how long the oldest card waits before a hotkey may allow it
 `
 
+// tomlString quotes s as a TOML basic string.
+func tomlString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\u%04X`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
 var unsafeNameChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 // WriteDefault writes a commented config with one worker for dir, unless a
@@ -51,7 +69,7 @@ func WriteDefault(path, dir string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("write default config: %w", err)
 	}
-	_, err = fmt.Fprintf(f, defaultTemplate, strconv.Quote(name), strconv.Quote(dir))
+	_, err = fmt.Fprintf(f, defaultTemplate, tomlString(name), tomlString(dir))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -14,8 +14,11 @@ import (
 	"testing"
 )
 
-// Step is one model turn of a scenario: a tool call, or a final message.
+// Step is one model response of a scenario: a tool call, calls made
+// together (Parallel), or a final message.
 type Step struct {
+	// Calls, when set, are tool calls made in one response.
+	Calls []Step
 	// Tool is "exec_command", "apply_patch", "request_permissions", ...;
 	// empty for a final assistant message.
 	Tool string
@@ -39,11 +42,25 @@ func Exec(cmd string, escalated bool) Step {
 // Patch is an apply_patch step.
 func Patch(patch string) Step { return Step{Tool: "apply_patch", Input: patch} }
 
+// Parallel makes several tool calls in one response.
+func Parallel(calls ...Step) Step { return Step{Calls: calls} }
+
+// calls is how many tool calls the step makes.
+func (s Step) calls() int {
+	switch {
+	case s.Calls != nil:
+		return len(s.Calls)
+	case s.Tool != "":
+		return 1
+	}
+	return 0
+}
+
 // Say ends the turn with a message.
 func Say(text string) Step { return Step{Text: text} }
 
-// Responses is a fake Responses endpoint. The request that already carries k
-// tool outputs gets step k; past the end it says "done".
+// Responses is a fake Responses endpoint. A request whose input already
+// holds the calls of steps 0..k-1 gets step k; past the end it says "done".
 type Responses struct {
 	URL string // base URL, ending in /v1
 
@@ -99,17 +116,21 @@ func (r *Responses) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	k := 0
+	made := 0
 	for _, item := range in.Input {
-		if strings.HasSuffix(item.Type, "_call_output") {
-			k++
+		if item.Type == "function_call" || item.Type == "custom_tool_call" {
+			made++
 		}
 	}
 	r.mu.Lock()
 	r.requests = append(r.requests, body)
 	step := Say("done")
-	if k < len(r.steps) {
-		step = r.steps[k]
+	for k, calls := 0, 0; k < len(r.steps); k++ {
+		if calls == made {
+			step = r.steps[k]
+			break
+		}
+		calls += r.steps[k].calls()
 	}
 	n := len(r.requests)
 	r.mu.Unlock()
@@ -117,7 +138,13 @@ func (r *Responses) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	respID := fmt.Sprintf("resp_%d", n)
 	sse(w, "response.created", map[string]any{"response": map[string]any{"id": respID}})
-	sse(w, "response.output_item.done", map[string]any{"output_index": 0, "item": outputItem(step, n)})
+	items := step.Calls
+	if items == nil {
+		items = []Step{step}
+	}
+	for i, s := range items {
+		sse(w, "response.output_item.done", map[string]any{"output_index": i, "item": outputItem(s, fmt.Sprintf("%d_%d", n, i))})
+	}
 	sse(w, "response.completed", map[string]any{"response": map[string]any{
 		"id": respID,
 		"usage": map[string]any{
@@ -127,8 +154,8 @@ func (r *Responses) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}})
 }
 
-func outputItem(s Step, n int) map[string]any {
-	callID := fmt.Sprintf("call_%d", n)
+func outputItem(s Step, id string) map[string]any {
+	callID := "call_" + id
 	switch {
 	case s.Tool == "apply_patch":
 		return map[string]any{"type": "custom_tool_call", "id": "ctc_" + callID, "call_id": callID, "name": s.Tool, "input": s.Input}

@@ -1,0 +1,12 @@
+// Package approvals turns codex's server requests into cards: it decides
+// what a person is shown (escaped, capped), keeps the open cards oldest first
+// across workers, applies the safety rules (fail closed, revisions, the full
+// view for truncated cards, the settle delay for hotkeys), maps a decision to
+// the exact reply the protocol expects, and writes the audit log before any
+// reply goes out.
+//
+// It is plain Go: no Fyne, no processes, no sockets. Queue is the one owner
+// of card state; its methods are safe for concurrent use, and OnChange is
+// called in order outside its lock. Fakes for tests that use it are in
+// approvalstest.
+package approvals

@@ -1,0 +1,91 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "x")
+	os.WriteFile(file, nil, 0o600)
+	for _, tc := range []struct {
+		name string
+		src  string
+		want []string // substrings of the error; none: valid
+	}{
+		{"valid", `
+[[worker]]
+name = "api"
+cwd = "` + dir + `"
+args = ["-c", "x=1"]
+env = { A = "b" }
+
+[cards]
+show_bytes = 2048
+settle_delay = "2s"
+`, nil},
+		{"syntax", "[[worker]]\nname = \"api\nccwd = 1\n", []string{"config.toml:2", "worker.name"}},
+		{"unknown key with a suggestion", "[[worker]]\nname = \"api\"\ncwd = \"" + dir + "\"\nnmae = \"x\"\n", []string{"config.toml:4", "worker.nmae", `did you mean "name"`}},
+		{"unknown table", "[hotkeyz]\nallow = \"x\"\n", []string{"unknown key"}},
+		{"wrong type", "[[worker]]\nname = 5\ncwd = \"" + dir + "\"\n", []string{"config.toml:2"}},
+		{"duplicate name", "[[worker]]\nname = \"a\"\ncwd = \"" + dir + "\"\n[[worker]]\nname = \"a\"\ncwd = \"" + dir + "\"\n", []string{"config.toml:5", "worker[1].name", "already the name of worker[0]"}},
+		{"missing cwd", "[[worker]]\nname = \"a\"\ncwd = \"/no/such/dir\"\n", []string{"config.toml:3", "worker[0].cwd", "does not exist"}},
+		{"relative cwd", "[[worker]]\nname = \"a\"\ncwd = \"src\"\n", []string{"not an absolute path"}},
+		{"cwd is a file", "[[worker]]\nname = \"a\"\ncwd = \"" + file + "\"\n", []string{"not a directory"}},
+		{"no name", "[[worker]]\ncwd = \"" + dir + "\"\n", []string{"config.toml:1", "worker[0].name", "required"}},
+		{"bad name", "[[worker]]\nname = \"a b\"\ncwd = \"" + dir + "\"\n", []string{"worker[0].name"}},
+		{"bad delay", "[cards]\nsettle_delay = \"soon\"\n", []string{"config.toml:2"}},
+		{"caps", "[cards]\nshow_bytes = 10\n", []string{"cards.show_bytes", "at least 1024"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse("config.toml", []byte(tc.src))
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(cfg.Workers) != 1 || cfg.Workers[0].Env["A"] != "b" || cfg.Cards.ShowBytes != 2048 || cfg.Cards.MaxBytes != DefaultCards.MaxBytes || cfg.Cards.SettleDelay.Duration != 2*time.Second {
+					t.Errorf("config = %+v", cfg)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestWriteDefault(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "my project!")
+	os.Mkdir(ws, 0o700)
+	path := filepath.Join(dir, "config", "codexgate", "config.toml")
+	wrote, err := WriteDefault(path, ws)
+	if err != nil || !wrote {
+		t.Fatal(wrote, err)
+	}
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Workers) != 1 || cfg.Workers[0].Name != "my-project" || cfg.Workers[0].Cwd != ws {
+		t.Errorf("default config = %+v", cfg.Workers)
+	}
+	if info, _ := os.Stat(path); info.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v", info.Mode())
+	}
+	if wrote, err := WriteDefault(path, "/elsewhere"); wrote || err != nil {
+		t.Errorf("second write: %v %v", wrote, err)
+	}
+}
