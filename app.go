@@ -19,13 +19,15 @@ import (
 // stopTimeout bounds a clean stop of every worker at exit.
 const stopTimeout = 20 * time.Second
 
-// app is the running Codexgate: the parts wired together.
+// app is the running Codexgate: the parts wired together. It is the UI's
+// Backend.
 type app struct {
 	cfg    *config.Config
 	queue  *approvals.Queue
 	sup    *supervisor.Supervisor
 	server *control.Server
 	log    *slog.Logger
+	desk   *desktop // nil when headless
 }
 
 func runApp(g globalFlags) error {
@@ -39,9 +41,6 @@ func runApp(g globalFlags) error {
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		return err
-	}
-	if !g.headless {
-		log.Warn("the desktop UI is not built yet: running headless; use the codexgate cards and answer commands")
 	}
 	auditPath, err := approvals.DefaultAuditPath()
 	if err != nil {
@@ -62,7 +61,11 @@ func runApp(g globalFlags) error {
 		SettleDelay: cfg.Cards.SettleDelay.Duration,
 		Audit:       audit,
 		Log:         log,
+		OnChange:    a.onCardChange,
 	})
+	if !g.headless {
+		a.desk = newDesktop(a, log)
+	}
 	if err := supervisor.AdoptOrphans(ctx, log); err != nil {
 		log.Warn("cannot adopt the orphans of workers", "err", err)
 	}
@@ -87,7 +90,11 @@ func runApp(g globalFlags) error {
 	}
 	log.Info("codexgate running", "config", cfgPath, "socket", sock, "audit", auditPath, "workers", len(cfg.Workers))
 
-	<-ctx.Done()
+	if a.desk != nil {
+		a.desk.run(ctx, stop) // until Quit, or a signal
+	} else {
+		<-ctx.Done()
+	}
 	log.Info("stopping workers")
 	stopCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
@@ -153,11 +160,7 @@ func (a *app) handle(ctx context.Context, req control.Request) (any, error) {
 	case "workers":
 		return a.sup.Statuses(), nil
 	case "task":
-		w, err := a.sup.Worker(req.Worker)
-		if err != nil {
-			return nil, err
-		}
-		return w.StartTurn(ctx, req.Prompt)
+		return a.StartTask(ctx, req.Worker, req.Prompt)
 	case "interrupt":
 		w, err := a.sup.Worker(req.Worker)
 		if err != nil {
@@ -166,6 +169,12 @@ func (a *app) handle(ctx context.Context, req control.Request) (any, error) {
 		return nil, w.Interrupt(ctx, "")
 	case "cards":
 		return a.queue.Cards(), nil
+	case "panel":
+		if a.desk == nil {
+			return nil, errors.New("codexgate runs headless: there is no panel")
+		}
+		a.desk.ui.ShowPanel(req.Card)
+		return "shown", nil
 	case "answer":
 		d, err := approvals.ParseDecision(req.Decision)
 		if err != nil {
@@ -174,4 +183,44 @@ func (a *app) handle(ctx context.Context, req control.Request) (any, error) {
 		return a.queue.Answer(approvals.Answer{Card: req.Card, Decision: d, Revision: req.Revision, By: approvals.ByCLI, Values: req.Values})
 	}
 	return nil, fmt.Errorf("unknown request %q", req.Op)
+}
+
+func (a *app) onCardChange(ch approvals.Change) {
+	if a.desk != nil {
+		a.desk.ui.OnCardChange(ch)
+	}
+}
+
+// The UI's Backend.
+
+func (a *app) Cards() []approvals.Card { return a.queue.Cards() }
+
+func (a *app) Full(id string) (string, approvals.Card, error) { return a.queue.Full(id) }
+
+func (a *app) MarkShownInFull(id string, revision int) error {
+	return a.queue.MarkShownInFull(id, revision)
+}
+
+func (a *app) Answer(ans approvals.Answer) (approvals.Answered, error) { return a.queue.Answer(ans) }
+
+func (a *app) Workers() []supervisor.Status { return a.sup.Statuses() }
+
+func (a *app) StartTask(ctx context.Context, worker, prompt string) (string, error) {
+	w, err := a.sup.Worker(worker)
+	if err != nil {
+		return "", err
+	}
+	return w.StartTurn(ctx, prompt)
+}
+
+func (a *app) Pause(worker string) error   { return a.workerOp(worker, (*supervisor.Worker).Pause) }
+func (a *app) Resume(worker string) error  { return a.workerOp(worker, (*supervisor.Worker).Resume) }
+func (a *app) Restart(worker string) error { return a.workerOp(worker, (*supervisor.Worker).Restart) }
+
+func (a *app) workerOp(worker string, op func(*supervisor.Worker) error) error {
+	w, err := a.sup.Worker(worker)
+	if err != nil {
+		return err
+	}
+	return op(w)
 }

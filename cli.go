@@ -25,6 +25,7 @@ const usage = `usage:
                                            to the oldest; --revision N names the revision seen;
                                            --value NAME=VALUE answers a question or form field
   codexgate workers [--json]               worker status
+  codexgate panel [CARD]                   open the panel (at a card)
   codexgate version
 `
 
@@ -68,6 +69,8 @@ func runCLI(args []string) error {
 		return cmdAnswer(g, args)
 	case "workers":
 		return cmdWorkers(g, args)
+	case "panel":
+		return g.call(control.Request{Op: "panel", Card: strings.Join(args, "")}, nil)
 	}
 	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,11 +29,15 @@ func TestMain(m *testing.M) {
 	}
 	binary = filepath.Join(dir, "codexgate")
 	native := filepath.Join(codextest.Root(), ".tools/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex")
-	build := exec.Command("go", "build", "-o", binary, "-ldflags", "-X main.version=test -X main.pinnedCodex="+native, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build codexgate:", err)
-		os.Exit(1)
+	for _, build := range []*exec.Cmd{
+		exec.Command("go", "build", "-o", binary, "-ldflags", "-X main.version=test -X main.pinnedCodex="+native, "."),
+		exec.Command("go", "build", "-o", filepath.Join(dir, "codexgate-hotkey"), "./ui/hotkey/codexgate-hotkey"),
+	} {
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build:", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -46,7 +51,29 @@ type testApp struct {
 	socket string
 	env    []string
 	cmd    *exec.Cmd
-	log    *bytes.Buffer
+	log    *syncBuffer
+	// desktop runs the app with its tray, panel and hotkeys instead of --headless.
+	desktop bool
+	// extra is appended to the config file.
+	extra string
+}
+
+// syncBuffer is the app's output, read while it is written.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 type workerDef struct {
@@ -64,7 +91,7 @@ func startApp(t *testing.T, defs ...workerDef) (*testApp, map[string]string) {
 
 func newApp(t *testing.T) *testApp {
 	dir := codextest.TempDir(t)
-	a := &testApp{t: t, dir: dir, socket: filepath.Join(dir, "run", "control.sock"), log: &bytes.Buffer{}}
+	a := &testApp{t: t, dir: dir, socket: filepath.Join(dir, "run", "control.sock"), log: &syncBuffer{}}
 	a.env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "state"), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"))
 	return a
 }
@@ -92,11 +119,16 @@ func (a *testApp) start(defs ...workerDef) map[string]string {
 		env, _ := json.Marshal(codextest.Env(home))
 		fmt.Fprintf(&cfg, "[[worker]]\nname = %q\ncwd = %q\nargs = %s\nenv = %s\n\n", d.name, ws, args, tomlInline(env))
 	}
+	cfg.WriteString(a.extra)
 	cfgPath := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a.cmd = exec.Command(binary, "--headless", "--config", cfgPath, "--socket", a.socket)
+	args := []string{"--config", cfgPath, "--socket", a.socket}
+	if !a.desktop {
+		args = append(args, "--headless")
+	}
+	a.cmd = exec.Command(binary, args...)
 	a.cmd.Env = a.env
 	a.cmd.Stdout, a.cmd.Stderr = a.log, a.log
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -171,12 +203,18 @@ func (a *testApp) workerPIDs() []int {
 	return pids
 }
 
-// run runs the codexgate command line against the app.
+// run runs the codexgate command line against the app. The output is
+// stdout, and stderr too when the command failed.
 func (a *testApp) run(args ...string) (string, error) {
 	cmd := exec.Command(binary, append([]string{"--socket", a.socket}, args...)...)
 	cmd.Env = a.env
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out) + stderr.String(), err
+	}
+	return string(out), nil
 }
 
 func (a *testApp) must(args ...string) string {

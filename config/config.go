@@ -15,12 +15,33 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"codexgate/ui/hotkey/keys"
 )
 
 // Config is the whole file.
 type Config struct {
 	Workers []Worker `toml:"worker"`
 	Cards   Cards    `toml:"cards"`
+	Hotkeys Hotkeys  `toml:"hotkeys"`
+}
+
+// Hotkeys are the global keys that answer the oldest card.
+type Hotkeys struct {
+	Allow string `toml:"allow"`
+	Deny  string `toml:"deny"`
+}
+
+// Map is the keys by the name the hotkey manager reports.
+func (h Hotkeys) Map() map[string]string {
+	m := map[string]string{}
+	if h.Allow != "" {
+		m["allow"] = h.Allow
+	}
+	if h.Deny != "" {
+		m["deny"] = h.Deny
+	}
+	return m
 }
 
 // Worker is one [[worker]]: a codex app-server for one workspace.
@@ -60,7 +81,10 @@ func (d *Duration) UnmarshalText(b []byte) error {
 }
 
 // Defaults for what the file leaves out.
-var DefaultCards = Cards{ShowBytes: 64 << 10, MaxBytes: 4 << 20, SettleDelay: Duration{time.Second}}
+var (
+	DefaultCards   = Cards{ShowBytes: 64 << 10, MaxBytes: 4 << 20, SettleDelay: Duration{time.Second}}
+	DefaultHotkeys = Hotkeys{Allow: "ctrl+alt+y", Deny: "ctrl+alt+n"}
+)
 
 // Error is a problem in the file, with where it is.
 type Error struct {
@@ -103,7 +127,7 @@ func Load(path string) (*Config, error) {
 
 // Parse validates src, the contents of the file named path.
 func Parse(path string, src []byte) (*Config, error) {
-	cfg := Config{Cards: DefaultCards}
+	cfg := Config{Cards: DefaultCards, Hotkeys: DefaultHotkeys}
 	md, err := toml.Decode(string(src), &cfg)
 	if err != nil {
 		var pe toml.ParseError
@@ -187,6 +211,17 @@ func (c *Config) validate(path string, lines *lineFinder) []error {
 	if c.Cards.MaxBytes < c.Cards.ShowBytes {
 		cardErr("max_bytes", "must be at least show_bytes")
 	}
+	for name, spec := range map[string]string{"allow": c.Hotkeys.Allow, "deny": c.Hotkeys.Deny} {
+		if spec == "" {
+			continue // that hotkey is off
+		}
+		if _, err := keys.Parse(spec); err != nil {
+			errs = append(errs, &Error{File: path, Line: lines.findInTable("hotkeys", 0, name), Field: "hotkeys." + name, Msg: err.Error()})
+		}
+	}
+	if c.Hotkeys.Allow != "" && c.Hotkeys.Allow == c.Hotkeys.Deny {
+		errs = append(errs, &Error{File: path, Line: lines.findInTable("hotkeys", 0, "deny"), Field: "hotkeys.deny", Msg: "is the same key as hotkeys.allow"})
+	}
 	return errs
 }
 
@@ -194,7 +229,9 @@ func (c *Config) validate(path string, lines *lineFinder) []error {
 func knownKeys(path toml.Key) []string {
 	switch path.String() {
 	case "":
-		return []string{"worker", "cards"}
+		return []string{"worker", "cards", "hotkeys"}
+	case "hotkeys":
+		return []string{"allow", "deny"}
 	case "worker":
 		return []string{"name", "cwd", "codex", "model", "args", "env"}
 	case "cards":

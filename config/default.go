@@ -28,6 +28,10 @@ env   = {}                     # extra environment for codex
 # show_bytes   = 65536         # text a card shows before "Show all"
 # max_bytes    = 4194304       # larger requests are declined without asking
 # settle_delay = "1s"          # how long the oldest card waits before a hotkey may allow it
+
+# [hotkeys]                    # global keys for the oldest card; "" turns one off
+# allow = "ctrl+alt+y"
+# deny  = "ctrl+alt+n"
 `
 
 // tomlString quotes s as a TOML basic string.

@@ -29,6 +29,7 @@ const (
 	StateRestarting State = "restarting"
 	StateFailed     State = "failed"
 	StateStopping   State = "stopping"
+	StatePaused     State = "paused"
 )
 
 // Spec is what a worker runs: one codex app-server for one workspace.
@@ -103,6 +104,7 @@ type Worker struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
+	ctl    chan string // pause, resume, restart: read by the run loop
 
 	mu      sync.Mutex // protects status, conn, session, items, logged
 	status  Status
@@ -123,6 +125,7 @@ func newWorker(spec Spec, opts *Options) *Worker {
 		opts:   opts,
 		log:    opts.Log.With("worker", spec.Name),
 		done:   make(chan struct{}),
+		ctl:    make(chan string),
 		status: Status{Name: spec.Name, Cwd: spec.Cwd, State: StateStopped},
 		logged: make(map[string]bool),
 	}
@@ -182,6 +185,14 @@ func (w *Worker) run(ctx context.Context) {
 			w.update(func(st *Status) { st.State, st.PID, st.TurnID = StateStopped, 0, "" })
 			return
 		}
+		var ctl *controlled
+		if errors.As(err, &ctl) {
+			failures = 0
+			if ctl.op == ctlPause && !w.paused(ctx) {
+				return
+			}
+			continue
+		}
 		var startErr *startError
 		if errors.As(err, &startErr) {
 			w.log.Error("worker cannot start", "err", err)
@@ -208,6 +219,65 @@ func (w *Worker) run(ctx context.Context) {
 		}
 	}
 }
+
+// Operations a person can ask of a running worker.
+const (
+	ctlPause   = "pause"
+	ctlResume  = "resume"
+	ctlRestart = "restart"
+)
+
+// controlled is a run that ended because a person paused or restarted it.
+type controlled struct{ op string }
+
+func (c *controlled) Error() string { return c.op }
+
+// paused waits, with the process stopped, until the worker is resumed (or
+// restarted). It reports false when ctx ended first.
+func (w *Worker) paused(ctx context.Context) bool {
+	w.update(func(st *Status) { st.State, st.PID, st.TurnID = StatePaused, 0, "" })
+	for {
+		select {
+		case <-ctx.Done():
+			w.setState(StateStopped, nil)
+			return false
+		case op := <-w.ctl:
+			if op != ctlPause {
+				return true
+			}
+		}
+	}
+}
+
+// control hands op to the run loop, which takes it while the worker runs or
+// is paused.
+func (w *Worker) control(op string) error {
+	st := w.Status().State
+	switch {
+	case op == ctlResume && st != StatePaused:
+		return fmt.Errorf("worker %q is %s, not paused", w.spec.Name, st)
+	case op == ctlPause && st == StatePaused:
+		return fmt.Errorf("worker %q is already paused", w.spec.Name)
+	}
+	select {
+	case w.ctl <- op:
+		return nil
+	case <-w.done:
+		return fmt.Errorf("worker %q is %s", w.spec.Name, w.Status().State)
+	case <-time.After(5 * time.Second):
+		return fmt.Errorf("worker %q is %s; try again", w.spec.Name, w.Status().State)
+	}
+}
+
+// Pause stops the worker's process (its open requests are denied first) and
+// keeps its thread for Resume.
+func (w *Worker) Pause() error { return w.control(ctlPause) }
+
+// Resume starts a paused worker again on its thread.
+func (w *Worker) Resume() error { return w.control(ctlResume) }
+
+// Restart stops the worker's process and starts it again on its thread.
+func (w *Worker) Restart() error { return w.control(ctlRestart) }
 
 // startError is a codex that cannot be started at all: restarting would not help.
 type startError struct{ err error }
@@ -274,6 +344,10 @@ func (w *Worker) runOnce(ctx context.Context) error {
 	case <-ctx.Done():
 		w.shutdown(proc, conn, session)
 		return nil
+	case op := <-w.ctl:
+		w.log.Info("worker "+op, "pid", proc.pid())
+		w.shutdown(proc, conn, session)
+		return &controlled{op}
 	case <-proc.exited:
 	case <-conn.Done():
 	}
