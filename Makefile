@@ -22,13 +22,15 @@ run: deps build
 
 build: $(CODEX_NATIVE)
 	go build -ldflags '$(LDFLAGS)' -o $(BIN) .
+	go build -o bin/codexgate-hotkey ./ui/hotkey/codexgate-hotkey
 
 test: deps test-deps
 	go vet ./...
 	./scripts/testenv go test -race -count=1 -timeout 30m ./...
 
-bench: deps
-	go test -run '^$$' -bench . -benchmem ./...
+bench: deps test-deps
+	go test -run '^$$' -bench . -benchmem ./approvals/... ./supervisor/...
+	./scripts/testenv go test -run '^$$' -bench IdleDesktop -benchtime 1x .
 
 # The protocol schema of the pinned CLI, committed for the tests.
 schema: $(CODEX_NATIVE)

@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 
 // testApp is a running `codexgate --headless`, driven only through its command line.
 type testApp struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	socket string
 	env    []string
@@ -89,7 +89,7 @@ func startApp(t *testing.T, defs ...workerDef) (*testApp, map[string]string) {
 	return a, a.start(defs...)
 }
 
-func newApp(t *testing.T) *testApp {
+func newApp(t testing.TB) *testApp {
 	dir := codextest.TempDir(t)
 	a := &testApp{t: t, dir: dir, socket: filepath.Join(dir, "run", "control.sock"), log: &syncBuffer{}}
 	a.env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "state"), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"))

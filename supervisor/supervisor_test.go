@@ -431,3 +431,43 @@ func TestNetworkRequestBecomesANetworkCard(t *testing.T) {
 type discardAudit struct{}
 
 func (discardAudit) Write(approvals.Record) error { return nil }
+
+func TestPauseResumeRestartKeepTheThread(t *testing.T) {
+	_, w, rec, dir := fakeWorker(t, nil)
+	first := w.Status()
+	if err := w.Resume(); err == nil {
+		t.Error("resume of a running worker")
+	}
+	if _, err := w.StartTurn(context.Background(), "exec rm a.txt"); err != nil {
+		t.Fatal(err)
+	}
+	rec.request(t)
+	if err := w.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	rec.event(t, approvals.WorkerStopping) // the open request is denied first
+	paused := waitState(t, w, StatePaused)
+	if paused.PID != 0 || alive(first.PID) {
+		t.Errorf("paused worker still runs: %+v", paused)
+	}
+	if _, err := w.StartTurn(context.Background(), "x"); err == nil {
+		t.Error("a paused worker took a task")
+	}
+	if err := w.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := waitState(t, w, StateIdle)
+	if err := w.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := waitState(t, w, StateIdle)
+	for restarted.PID == resumed.PID {
+		restarted = waitState(t, w, StateIdle)
+	}
+	if resumed.ThreadID != first.ThreadID || restarted.ThreadID != first.ThreadID {
+		t.Errorf("thread changed: %s, %s, %s", first.ThreadID, resumed.ThreadID, restarted.ThreadID)
+	}
+	if got := events(checkFakeLog(t, dir), "resumed "); len(got) != 2 {
+		t.Errorf("resumes = %q", got)
+	}
+}

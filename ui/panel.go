@@ -35,6 +35,7 @@ type panel struct {
 	form    *fyne.Container
 	buttons *fyne.Container
 	status  *widget.Label
+	bottom  *fyne.Container // holds form, Show all, buttons and status: re-laid out on each render
 	inputs  map[string]func() string
 	allow   []*widget.Button // buttons that let something happen
 	actions map[approvals.Decision]func()
@@ -61,10 +62,10 @@ func newPanel(u *UI) *panel {
 	p.buttons = container.NewHBox()
 	p.status = widget.NewLabel("")
 	p.status.Wrapping = fyne.TextWrapWord
-	body := container.NewBorder(
-		container.NewVBox(p.header),
-		container.NewVBox(p.form, container.NewHBox(p.showAll), p.buttons, p.status),
-		nil, nil, p.grid)
+	p.bottom = container.NewVBox(p.form, container.NewHBox(p.showAll), p.buttons, p.status)
+	// The grid scrolls inside a container of its own, which clips it.
+	p.grid.Scroll = fyne.ScrollNone
+	body := container.NewBorder(container.NewVBox(p.header), p.bottom, nil, nil, container.NewScroll(p.grid))
 	split := container.NewHSplit(p.list, body)
 	split.Offset = 0.28
 	p.win.SetContent(split)
@@ -128,6 +129,7 @@ func (p *panel) render(c approvals.Card) {
 	p.form.RemoveAll()
 	p.buttons.RemoveAll()
 	p.allow, p.actions, p.inputs = nil, map[approvals.Decision]func(){}, map[string]func() string{}
+	defer p.win.Content().Refresh() // the bottom's height follows its new contents
 	if c.ID == "" {
 		p.header.SetText("No cards waiting")
 		p.grid.Rows = nil
@@ -293,7 +295,8 @@ func (p *panel) openFull() {
 	w := p.u.app.NewWindow(fmt.Sprintf("%s · revision %d · all %d bytes", c.ID, c.Revision, len(full)))
 	grid := widget.NewTextGrid()
 	grid.Rows = gridRows(full, "")
-	w.SetContent(grid)
+	grid.Scroll = fyne.ScrollNone
+	w.SetContent(container.NewScroll(grid))
 	w.Resize(fyne.NewSize(980, 700))
 	w.Show()
 	if err := p.u.b.MarkShownInFull(c.ID, c.Revision); err != nil {

@@ -1,0 +1,200 @@
+package ui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/theme"
+	"fyne.io/fyne/v2/widget"
+
+	"codexgate/approvals"
+	"codexgate/approvals/approvalstest"
+	"codexgate/supervisor"
+)
+
+// backend is a Backend over a real approvals queue.
+type backend struct {
+	q       *approvals.Queue
+	mu      sync.Mutex
+	answers []approvals.Answer
+}
+
+func newBackend(t *testing.T, limits approvals.Limits) *backend {
+	return &backend{q: approvals.NewQueue(approvals.Options{Audit: &approvalstest.Audit{}, Limits: limits})}
+}
+
+func (b *backend) open(t *testing.T, id, method, params, item string) {
+	req, _ := approvalstest.Request(t, "api", 1, id, method, params, item)
+	b.q.Open(req)
+}
+
+func (b *backend) Cards() []approvals.Card                        { return b.q.Cards() }
+func (b *backend) Full(id string) (string, approvals.Card, error) { return b.q.Full(id) }
+func (b *backend) MarkShownInFull(id string, rev int) error       { return b.q.MarkShownInFull(id, rev) }
+func (b *backend) Answer(a approvals.Answer) (approvals.Answered, error) {
+	b.mu.Lock()
+	b.answers = append(b.answers, a)
+	b.mu.Unlock()
+	return b.q.Answer(a)
+}
+func (b *backend) Workers() []supervisor.Status {
+	return []supervisor.Status{{Name: "api", Cwd: "/w", State: supervisor.StateWaiting}}
+}
+func (b *backend) StartTask(context.Context, string, string) (string, error) { return "", nil }
+func (b *backend) Pause(string) error                                        { return errors.New("no") }
+func (b *backend) Resume(string) error                                       { return errors.New("no") }
+func (b *backend) Restart(string) error                                      { return errors.New("no") }
+
+const (
+	commandParams = `{"threadId":"T","turnId":"U","itemId":"c1","startedAtMs":1,"reason":"Remove the stale fixture","command":"/bin/bash -lc 'rm a.txt'","cwd":"/home/me/api","commandActions":[{"type":"unknown","command":"rm a.txt"}],"proposedExecpolicyAmendment":["rm","a.txt"],"availableDecisions":["accept",{"acceptWithExecpolicyAmendment":{"execpolicy_amendment":["rm","a.txt"]}},"decline","cancel"]}`
+	rloParams     = `{"threadId":"T","turnId":"U","itemId":"c2","startedAtMs":1,"command":"/bin/bash -lc 'mv notes.txt invoice\u202efdp.exe'","cwd":"/home/me/api","availableDecisions":["accept","decline","cancel"]}`
+	patchParams   = `{"threadId":"T","turnId":"U","itemId":"p1","startedAtMs":1,"reason":"Fix the greeting","grantRoot":null}`
+	patchItem     = `{"type":"fileChange","id":"p1","changes":[{"path":"/home/me/api/main.go","kind":{"type":"update","move_path":null},"diff":"@@ -1,4 +1,4 @@\n package main\n \n-const greeting = \"helo\"\n+const greeting = \"hello\"\n"},{"path":"/home/me/api/NOTES.md","kind":{"type":"add"},"diff":"# Notes\nGreeting fixed.\n"}],"status":"inProgress"}`
+)
+
+func bigPatch() string {
+	var diff strings.Builder
+	for i := range 400 {
+		fmt.Fprintf(&diff, "+line %d of a long generated file\\n", i)
+	}
+	return `{"type":"fileChange","id":"p1","changes":[{"path":"/home/me/api/gen.txt","kind":{"type":"update","move_path":null},"diff":"@@ -0,0 +1,400 @@\n` + diff.String() + `"}]}`
+}
+
+func TestPanelGoldens(t *testing.T) {
+	for _, tc := range []struct {
+		golden, method, params, item string
+		limits                       approvals.Limits
+	}{
+		{"command_card", approvals.MethodCommandApproval, commandParams, "", approvals.DefaultLimits},
+		{"filechange_card", approvals.MethodFileChangeApproval, patchParams, patchItem, approvals.DefaultLimits},
+		{"truncated_card", approvals.MethodFileChangeApproval, patchParams, bigPatch(), approvals.Limits{ShowBytes: 1024, MaxBytes: 1 << 20}},
+		{"rlo_card", approvals.MethodCommandApproval, rloParams, "", approvals.DefaultLimits},
+	} {
+		t.Run(tc.golden, func(t *testing.T) {
+			app := test.NewTempApp(t)
+			app.Settings().SetTheme(theme.DefaultTheme()) // the test theme has no bold monospace
+			b := newBackend(t, tc.limits)
+			b.open(t, "0", tc.method, tc.params, tc.item)
+			u := New(app, b, Options{})
+			p := newPanel(u)
+			p.update(b.Cards())
+			p.win.Resize(fyne.NewSize(980, 620))
+			test.AssertRendersToImage(t, tc.golden+".png", p.win.Canvas())
+		})
+	}
+}
+
+func TestPanelRowsAreColouredAndEscaped(t *testing.T) {
+	b := newBackend(t, approvals.DefaultLimits)
+	b.open(t, "0", approvals.MethodFileChangeApproval, patchParams, patchItem)
+	b.open(t, "1", approvals.MethodCommandApproval, rloParams, "")
+	cards := b.Cards()
+	rows := gridRows(cards[0].Body, "")
+	styles := map[string]widget.TextGridStyle{}
+	for _, r := range rows {
+		styles[rowText(r)] = r.Style
+	}
+	for line, want := range map[string]widget.TextGridStyle{
+		`+const greeting = "hello"`:       styleAdded,
+		`-const greeting = "helo"`:        styleRemoved,
+		"@@ -1,4 +1,4 @@":                 styleHunk,
+		"*** update /home/me/api/main.go": styleFile,
+		"+# Notes":                        styleAdded,
+	} {
+		if styles[line] != want {
+			t.Errorf("row %q has style %v", line, styles[line])
+		}
+	}
+	for _, r := range gridRows(cards[1].Body, "") {
+		for _, c := range r.Cells {
+			if c.Rune == '\u202e' {
+				t.Fatal("the right-to-left override reached the grid")
+			}
+		}
+	}
+	if !strings.Contains(cards[1].Body, `invoice\u{202e}fdp.exe`) {
+		t.Errorf("body %q", cards[1].Body)
+	}
+}
+
+func rowText(r widget.TextGridRow) string {
+	var b strings.Builder
+	for _, c := range r.Cells {
+		b.WriteRune(c.Rune)
+	}
+	return b.String()
+}
+
+func TestPanelButtonsFollowTheCard(t *testing.T) {
+	app := test.NewTempApp(t)
+	b := newBackend(t, approvals.Limits{ShowBytes: 1024, MaxBytes: 1 << 20})
+	b.open(t, "0", approvals.MethodCommandApproval, commandParams, "")
+	u := New(app, b, Options{SettleDelay: time.Hour})
+	p := newPanel(u)
+	p.update(b.Cards())
+	var labels []string
+	for _, o := range p.buttons.Objects {
+		btn := o.(*widget.Button)
+		labels = append(labels, btn.Text)
+		if strings.HasPrefix(btn.Text, "Allow") != btn.Disabled() {
+			t.Errorf("%q disabled = %v during the settle delay", btn.Text, btn.Disabled())
+		}
+	}
+	if want := "Allow|Allow, and always allow: rm a.txt|Deny|Deny and stop"; strings.Join(labels, "|") != want {
+		t.Errorf("buttons %q, want %q", labels, want)
+	}
+	// Deny is never held back.
+	test.Tap(p.buttons.Objects[2].(*widget.Button))
+	waitFor(t, func() bool { return len(b.Cards()) == 0 })
+	if a := b.answers[0]; a.Decision != approvals.DecisionDeny || a.By != approvals.ByPanel || a.Revision != 1 {
+		t.Errorf("answer %+v", a)
+	}
+
+	// A truncated card can be allowed only after Show all.
+	b.open(t, "1", approvals.MethodFileChangeApproval, patchParams, bigPatch())
+	u.opts.SettleDelay = 0
+	p.update(b.Cards())
+	allow := p.buttons.Objects[0].(*widget.Button)
+	if !allow.Disabled() || !p.showAll.Visible() {
+		t.Fatal("a truncated card can be allowed before Show all")
+	}
+	test.Tap(p.showAll)
+	p.update(b.Cards())
+	allow = p.buttons.Objects[0].(*widget.Button)
+	if allow.Disabled() {
+		t.Fatal("allow stays disabled after Show all")
+	}
+	test.Tap(allow)
+	waitFor(t, func() bool { return len(b.Cards()) == 0 })
+}
+
+func TestButtonLabelsNameWhatTheyGrant(t *testing.T) {
+	b := newBackend(t, approvals.DefaultLimits)
+	b.open(t, "0", approvals.MethodFileChangeApproval, `{"threadId":"T","turnId":"U","itemId":"p1","startedAtMs":1,"grantRoot":"/srv/data"}`, patchItem)
+	b.open(t, "1", approvals.MethodPermissions, `{"threadId":"T","turnId":"U","itemId":"i","cwd":"/w","permissions":{"network":{"enabled":true},"fileSystem":{"write":["/opt/out"]}}}`, "")
+	cards := b.Cards()
+	if got := buttonLabel(cards[0], approvals.DecisionAllow); got != "Allow and grant writes under /srv/data" {
+		t.Errorf("grantRoot allow: %q", got)
+	}
+	if got := buttonLabel(cards[1], approvals.DecisionAllow); got != "Allow and grant network access, write /opt/out" {
+		t.Errorf("permissions allow: %q", got)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
