@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -22,12 +23,22 @@ const stopTimeout = 20 * time.Second
 // app is the running Codexgate: the parts wired together. It is the UI's
 // Backend.
 type app struct {
-	cfg    *config.Config
+	ctx    context.Context
 	queue  *approvals.Queue
 	sup    *supervisor.Supervisor
 	server *control.Server
 	log    *slog.Logger
 	desk   *desktop // nil when headless
+
+	mu     sync.Mutex // protects cfg, cfgErr
+	cfg    *config.Config
+	cfgErr string // why the file on disk is not what runs; "" when it is
+}
+
+// workersReply is the control socket's answer to "workers".
+type workersReply struct {
+	Workers     []supervisor.Status `json:"workers"`
+	ConfigError string              `json:"configError,omitempty"`
 }
 
 func runApp(g globalFlags) error {
@@ -55,7 +66,7 @@ func runApp(g globalFlags) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	a := &app{cfg: cfg, log: log}
+	a := &app{ctx: ctx, cfg: cfg, log: log}
 	a.queue = approvals.NewQueue(approvals.Options{
 		Limits:      approvals.Limits{ShowBytes: cfg.Cards.ShowBytes, MaxBytes: cfg.Cards.MaxBytes},
 		SettleDelay: cfg.Cards.SettleDelay.Duration,
@@ -87,6 +98,9 @@ func runApp(g globalFlags) error {
 
 	if err := a.sup.Apply(ctx, specs(cfg)); err != nil {
 		log.Error("start workers", "err", err)
+	}
+	if err := config.Watch(ctx, cfgPath, a.reload, a.configError, log); err != nil {
+		log.Warn("config changes will not be seen until a restart", "err", err)
 	}
 	log.Info("codexgate running", "config", cfgPath, "socket", sock, "audit", auditPath, "workers", len(cfg.Workers))
 
@@ -158,7 +172,9 @@ func specs(cfg *config.Config) []supervisor.Spec {
 func (a *app) handle(ctx context.Context, req control.Request) (any, error) {
 	switch req.Op {
 	case "workers":
-		return a.sup.Statuses(), nil
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return workersReply{Workers: a.sup.Statuses(), ConfigError: a.cfgErr}, nil
 	case "task":
 		return a.StartTask(ctx, req.Worker, req.Prompt)
 	case "interrupt":
@@ -183,6 +199,34 @@ func (a *app) handle(ctx context.Context, req control.Request) (any, error) {
 		return a.queue.Answer(approvals.Answer{Card: req.Card, Decision: d, Revision: req.Revision, By: approvals.ByCLI, Values: req.Values})
 	}
 	return nil, fmt.Errorf("unknown request %q", req.Op)
+}
+
+// reload applies a valid new config: workers added, removed or changed,
+// new limits for new cards, new hotkeys. Workers left as they were keep
+// running untouched.
+func (a *app) reload(cfg *config.Config) {
+	a.mu.Lock()
+	a.cfg, a.cfgErr = cfg, ""
+	a.mu.Unlock()
+	a.queue.SetLimits(approvals.Limits{ShowBytes: cfg.Cards.ShowBytes, MaxBytes: cfg.Cards.MaxBytes}, cfg.Cards.SettleDelay.Duration)
+	if a.desk != nil {
+		a.desk.reload(cfg)
+	}
+	if err := a.sup.Apply(a.ctx, specs(cfg)); err != nil {
+		a.log.Error("apply config", "err", err)
+	}
+	a.log.Info("config reloaded", "workers", len(cfg.Workers))
+}
+
+// configError reports a config file that cannot be applied; what runs stays.
+func (a *app) configError(err error) {
+	a.mu.Lock()
+	a.cfgErr = err.Error()
+	a.mu.Unlock()
+	a.log.Error("config not applied; still running on the last good one", "err", err)
+	if a.desk != nil {
+		a.desk.notifier.Say("Codexgate config not applied", err.Error())
+	}
 }
 
 func (a *app) onCardChange(ch approvals.Change) {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"codexgate/approvals"
-	"codexgate/supervisor"
 	"codexgate/ui/control"
 )
 
@@ -135,9 +134,17 @@ func cmdWorkers(g globalFlags, args []string) error {
 	if _, err := subFlags("workers", args, func(fs *flag.FlagSet) { fs.BoolVar(&asJSON, "json", false, "") }); err != nil {
 		return err
 	}
-	var workers []supervisor.Status
-	if err := g.call(control.Request{Op: "workers"}, &workers); err != nil {
+	var reply workersReply
+	if err := g.call(control.Request{Op: "workers"}, &reply); err != nil {
 		return err
+	}
+	workers := reply.Workers
+	if reply.ConfigError != "" {
+		out := os.Stdout
+		if asJSON {
+			out = os.Stderr // stdout stays one JSON document
+		}
+		fmt.Fprintf(out, "config not applied (running on the last good one):\n%s\n\n", reply.ConfigError)
 	}
 	if asJSON {
 		return printJSON(workers)

@@ -9,6 +9,7 @@ import (
 	"github.com/gen2brain/beeep"
 
 	"codexgate/assets"
+	"codexgate/config"
 	"codexgate/ui"
 	"codexgate/ui/hotkey"
 	"codexgate/ui/notify"
@@ -41,6 +42,12 @@ func newDesktop(a *app, log *slog.Logger) *desktop {
 		Log:         log,
 	})
 	return d
+}
+
+// reload applies new hotkeys and settle delay.
+func (d *desktop) reload(cfg *config.Config) {
+	d.hotkeys.SetKeys(cfg.Hotkeys.Map())
+	d.ui.SetSettleDelay(cfg.Cards.SettleDelay.Duration)
 }
 
 // run shows the desktop until the person quits or ctx ends; then it cancels

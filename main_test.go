@@ -56,6 +56,9 @@ type testApp struct {
 	desktop bool
 	// extra is appended to the config file.
 	extra string
+	// cfgPath is the config file; blocks are its [[worker]] tables by name.
+	cfgPath string
+	blocks  map[string]string
 }
 
 // syncBuffer is the app's output, read while it is written.
@@ -104,6 +107,7 @@ func (a *testApp) start(defs ...workerDef) map[string]string {
 	t.Helper()
 	var cfg strings.Builder
 	workspaces := map[string]string{}
+	a.blocks = map[string]string{}
 	for _, d := range defs {
 		ws := filepath.Join(dir, d.name)
 		home := filepath.Join(dir, d.name+"-home")
@@ -117,14 +121,15 @@ func (a *testApp) start(defs ...workerDef) map[string]string {
 		r := codextest.NewResponses(t, d.steps...)
 		args, _ := json.Marshal(r.Args(d.features...))
 		env, _ := json.Marshal(codextest.Env(home))
-		fmt.Fprintf(&cfg, "[[worker]]\nname = %q\ncwd = %q\nargs = %s\nenv = %s\n\n", d.name, ws, args, tomlInline(env))
+		a.blocks[d.name] = fmt.Sprintf("[[worker]]\nname = %q\ncwd = %q\nargs = %s\nenv = %s\n\n", d.name, ws, args, tomlInline(env))
+		cfg.WriteString(a.blocks[d.name])
 	}
 	cfg.WriteString(a.extra)
-	cfgPath := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
+	a.cfgPath = filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(a.cfgPath, []byte(cfg.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--config", cfgPath, "--socket", a.socket}
+	args := []string{"--config", a.cfgPath, "--socket", a.socket}
 	if !a.desktop {
 		args = append(args, "--headless")
 	}

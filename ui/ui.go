@@ -145,6 +145,12 @@ func (u *UI) apply(s snapshot) {
 	}
 }
 
+// SetSettleDelay changes how long a card shown in the panel waits before it
+// can be allowed.
+func (u *UI) SetSettleDelay(d time.Duration) {
+	fyne.Do(func() { u.opts.SettleDelay = d })
+}
+
 // ShowPanel opens the panel at a card ("": the oldest).
 func (u *UI) ShowPanel(cardID string) {
 	fyne.Do(func() {

@@ -100,20 +100,23 @@ func TestCallMatchesResponsesByID(t *testing.T) {
 		got string
 		err error
 	}
-	results := make(chan result, 2)
-	call := func(method string) {
-		var out struct{ Echo string }
-		err := p.conn.Call(context.Background(), method, map[string]string{"x": method}, &out)
-		results <- result{out.Echo, err}
+	call := func(method string) chan result {
+		done := make(chan result, 1)
+		go func() {
+			var out struct{ Echo string }
+			err := p.conn.Call(context.Background(), method, map[string]string{"x": method}, &out)
+			done <- result{out.Echo, err}
+		}()
+		return done
 	}
-	go call("first")
+	firstDone := call("first")
 	first := p.read()
-	go call("second")
+	secondDone := call("second")
 	second := p.read()
 	// Answer out of order; the second gets an error.
 	p.send(`{"id":` + string(second["id"]) + `,"error":{"code":-32600,"message":"thread not found"}}`)
 	p.send(`{"id":` + string(first["id"]) + `,"result":{"echo":"one"}}`)
-	got := []result{<-results, <-results}
+	got := []result{<-secondDone, <-firstDone}
 	var rpcErr *Error
 	if got[0].err == nil || !errors.As(got[0].err, &rpcErr) || rpcErr.Code != -32600 || !strings.Contains(got[0].err.Error(), "second") {
 		t.Errorf("second call: %v", got[0].err)
