@@ -17,12 +17,17 @@ const defaultTemplate = `# Codexgate configuration. Edits are picked up while th
 # approval it asks for becomes a card in the tray.
 
 [[worker]]
-name  = %s                     # unique; used on the command line
-cwd   = %s                     # the workspace; must exist
-codex = ""                     # path to a codex binary; empty: the pinned one
-model = ""                     # empty: codex's default model
-args  = []                     # extra arguments after "app-server"
-env   = {}                     # extra environment for codex
+# A unique name, used on the command line.
+name  = %s
+# The workspace; it must exist.
+cwd   = %s
+# A codex binary; empty: the one Codexgate installed.
+codex = ""
+# A model; empty: codex's default.
+model = ""
+# Extra arguments after "app-server", and extra environment for codex.
+args  = []
+env   = {}
 
 # [cards]
 # show_bytes   = 65536         # text a card shows before "Show all"
