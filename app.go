@@ -13,6 +13,7 @@ import (
 
 	"codexgate/approvals"
 	"codexgate/config"
+	"codexgate/config/secrets"
 	"codexgate/supervisor"
 	"codexgate/ui/control"
 )
@@ -80,7 +81,7 @@ func runApp(g globalFlags) error {
 	if err := supervisor.AdoptOrphans(ctx, log); err != nil {
 		log.Warn("cannot adopt the orphans of workers", "err", err)
 	}
-	a.sup = supervisor.New(ctx, supervisor.Options{Approver: a.queue, Log: log, Version: version})
+	a.sup = supervisor.New(ctx, supervisor.Options{Approver: a.queue, Log: log, Version: version, Secret: secrets.Get})
 
 	sock, err := g.socketPath()
 	if err != nil {
@@ -162,7 +163,7 @@ func specs(cfg *config.Config) []supervisor.Spec {
 		}
 		out[i] = supervisor.Spec{
 			Name: w.Name, Cwd: w.Cwd, Codex: supervisor.NativeCodex(codex), Model: w.Model,
-			Args: w.Args, Env: w.Env,
+			Args: w.Args, Env: w.Env, Secrets: w.Secrets,
 		}
 	}
 	return out

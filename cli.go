@@ -11,7 +11,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"golang.org/x/term"
+
 	"codexgate/approvals"
+	"codexgate/config/secrets"
 	"codexgate/ui/control"
 )
 
@@ -25,6 +28,9 @@ const usage = `usage:
                                            --value NAME=VALUE answers a question or form field
   codexgate workers [--json]               worker status
   codexgate panel [CARD]                   open the panel (at a card)
+  codexgate secret set NAME                store a secret in the OS keyring, read from stdin
+  codexgate secret rm NAME                 remove it
+  codexgate secret list                    the names of the stored secrets
   codexgate version
 `
 
@@ -70,6 +76,8 @@ func runCLI(args []string) error {
 		return cmdWorkers(g, args)
 	case "panel":
 		return g.call(control.Request{Op: "panel", Card: strings.Join(args, "")}, nil)
+	case "secret":
+		return cmdSecret(args)
 	}
 	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
 }
@@ -249,4 +257,47 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+func cmdSecret(args []string) error {
+	const use = "usage: codexgate secret set NAME | rm NAME | list"
+	switch {
+	case len(args) == 1 && args[0] == "list":
+		names, err := secrets.List()
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			fmt.Println(n)
+		}
+		return nil
+	case len(args) == 2 && args[0] == "rm":
+		return secrets.Delete(args[1])
+	case len(args) == 2 && args[0] == "set":
+		if err := secrets.ValidName(args[1]); err != nil {
+			return err
+		}
+		value, err := readSecret(args[1])
+		if err != nil {
+			return err
+		}
+		return secrets.Set(args[1], value)
+	}
+	return errors.New(use)
+}
+
+// readSecret reads a value from standard input: without echo from a
+// terminal, else the whole input less one trailing newline.
+func readSecret(name string) (string, error) {
+	if term.IsTerminal(int(os.Stdin.Fd())) {
+		fmt.Fprintf(os.Stderr, "Value of %s (not shown): ", name)
+		raw, err := term.ReadPassword(int(os.Stdin.Fd()))
+		fmt.Fprintln(os.Stderr)
+		return string(raw), err
+	}
+	raw, err := io.ReadAll(io.LimitReader(os.Stdin, 1<<20))
+	if err != nil {
+		return "", fmt.Errorf("read the secret: %w", err)
+	}
+	return strings.TrimSuffix(strings.TrimSuffix(string(raw), "\n"), "\r"), nil
 }

@@ -59,6 +59,8 @@ type testApp struct {
 	// cfgPath is the config file; blocks are its [[worker]] tables by name.
 	cfgPath string
 	blocks  map[string]string
+	// responses are the fake model endpoints by worker name.
+	responses map[string]*codextest.Responses
 }
 
 // syncBuffer is the app's output, read while it is written.
@@ -83,6 +85,7 @@ type workerDef struct {
 	name     string
 	steps    []codextest.Step
 	features []string
+	secrets  map[string]string // env var -> keyring secret
 }
 
 // startApp starts an app with one worker per def.
@@ -108,6 +111,7 @@ func (a *testApp) start(defs ...workerDef) map[string]string {
 	var cfg strings.Builder
 	workspaces := map[string]string{}
 	a.blocks = map[string]string{}
+	a.responses = map[string]*codextest.Responses{}
 	for _, d := range defs {
 		ws := filepath.Join(dir, d.name)
 		home := filepath.Join(dir, d.name+"-home")
@@ -119,9 +123,11 @@ func (a *testApp) start(defs ...workerDef) map[string]string {
 		os.WriteFile(filepath.Join(ws, "a.txt"), []byte("keep me\n"), 0o600)
 		workspaces[d.name] = ws
 		r := codextest.NewResponses(t, d.steps...)
+		a.responses[d.name] = r
 		args, _ := json.Marshal(r.Args(d.features...))
 		env, _ := json.Marshal(codextest.Env(home))
-		a.blocks[d.name] = fmt.Sprintf("[[worker]]\nname = %q\ncwd = %q\nargs = %s\nenv = %s\n\n", d.name, ws, args, tomlInline(env))
+		secrets, _ := json.Marshal(d.secrets)
+		a.blocks[d.name] = fmt.Sprintf("[[worker]]\nname = %q\ncwd = %q\nargs = %s\nenv = %s\nsecrets = %s\n\n", d.name, ws, args, tomlInline(env), tomlInline(secrets))
 		cfg.WriteString(a.blocks[d.name])
 	}
 	cfg.WriteString(a.extra)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"codexgate/config/secrets"
 	"codexgate/ui/hotkey/keys"
 )
 
@@ -52,6 +53,9 @@ type Worker struct {
 	Model string            `toml:"model"`
 	Args  []string          `toml:"args"`
 	Env   map[string]string `toml:"env"`
+	// Secrets maps environment variables of codex to keyring secrets, for
+	// a custom model provider's key. The agent's shell never sees them.
+	Secrets map[string]string `toml:"secrets"`
 }
 
 // Cards are the limits on what a card shows.
@@ -164,6 +168,8 @@ func Parse(path string, src []byte) (*Config, error) {
 
 var decodeErrorPattern = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
 
+var envPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 func (c *Config) validate(path string, lines *lineFinder) []error {
@@ -201,6 +207,17 @@ func (c *Config) validate(path string, lines *lineFinder) []error {
 		if w.Codex != "" && !filepath.IsAbs(w.Codex) {
 			fail(i, "codex", "%q is not an absolute path", w.Codex)
 		}
+		for env, secret := range w.Secrets {
+			if !envPattern.MatchString(env) {
+				fail(i, "secrets", "%q is not an environment variable name", env)
+			}
+			if err := secrets.ValidName(secret); err != nil {
+				fail(i, "secrets", "%v", err)
+			}
+			if _, both := w.Env[env]; both {
+				fail(i, "secrets", "%s is also set in env", env)
+			}
+		}
 	}
 	cardErr := func(field, msg string) {
 		errs = append(errs, &Error{File: path, Line: lines.findInTable("cards", 0, field), Field: "cards." + field, Msg: msg})
@@ -233,7 +250,7 @@ func knownKeys(path toml.Key) []string {
 	case "hotkeys":
 		return []string{"allow", "deny"}
 	case "worker":
-		return []string{"name", "cwd", "codex", "model", "args", "env"}
+		return []string{"name", "cwd", "codex", "model", "args", "env", "secrets"}
 	case "cards":
 		return []string{"show_bytes", "max_bytes", "settle_delay"}
 	}

@@ -20,6 +20,8 @@ type Options struct {
 	Backoff Backoff
 	// StopGrace is how long a worker's process group has between TERM and KILL.
 	StopGrace time.Duration
+	// Secret reads a secret from the keyring, for Spec.Secrets.
+	Secret func(name string) (string, error)
 }
 
 // Supervisor runs one Worker per Spec.

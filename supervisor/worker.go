@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +43,10 @@ type Spec struct {
 	Model string
 	Args  []string // after "app-server"
 	Env   map[string]string
+	// Secrets are environment variables whose values are read, at each
+	// start, from the keyring secret named (Options.Secret). Codex's shell
+	// policy keeps them from the commands the agent runs.
+	Secrets map[string]string
 }
 
 // Status is a worker as the command line and the tray show it.
@@ -292,8 +299,11 @@ func (w *Worker) runOnce(ctx context.Context) error {
 	if w.spec.Codex == "" {
 		return &startError{fmt.Errorf("start worker %q: no codex binary: set codex in the config, or build with make, which installs the pinned one", w.spec.Name)}
 	}
-	args := append([]string{"app-server"}, w.spec.Args...)
-	proc, err := startProcess(w.spec.Codex, args, w.spec.Cwd, childEnv(os.Environ(), w.spec.Env), w.log)
+	args, env, err := w.command()
+	if err != nil {
+		return &startError{fmt.Errorf("start worker %q: %w", w.spec.Name, err)}
+	}
+	proc, err := startProcess(w.spec.Codex, args, w.spec.Cwd, childEnv(os.Environ(), env), w.log)
 	if err != nil {
 		return &startError{fmt.Errorf("start worker %q: %w", w.spec.Name, err)}
 	}
@@ -354,6 +364,38 @@ func (w *Worker) runOnce(ctx context.Context) error {
 	proc.reap()
 	<-conn.Done()
 	return proc.exitError()
+}
+
+// command is the worker's arguments and extra environment, with its
+// secrets read from the keyring.
+func (w *Worker) command() ([]string, map[string]string, error) {
+	args := append([]string{"app-server"}, w.spec.Args...)
+	if len(w.spec.Secrets) == 0 {
+		return args, w.spec.Env, nil
+	}
+	env := maps.Clone(w.spec.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	names := slices.Sorted(maps.Keys(w.spec.Secrets))
+	for _, name := range names {
+		if w.opts.Secret == nil {
+			return nil, nil, errors.New("secrets are configured but no keyring is available")
+		}
+		value, err := w.opts.Secret(w.spec.Secrets[name])
+		if err != nil {
+			return nil, nil, fmt.Errorf("secret %q for %s: %w", w.spec.Secrets[name], name, err)
+		}
+		env[name] = value
+	}
+	// Codex passes its own environment to the commands the agent runs,
+	// unless its shell policy excludes a variable.
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = strconv.Quote(n)
+	}
+	args = append(args, "-c", "shell_environment_policy.exclude=["+strings.Join(quoted, ",")+"]")
+	return args, env, nil
 }
 
 // describeExit adds codex's last words to an error caused by its exit.
