@@ -178,6 +178,8 @@ func (a *app) handle(ctx context.Context, req control.Request) (any, error) {
 		return workersReply{Workers: a.sup.Statuses(), ConfigError: a.cfgErr}, nil
 	case "task":
 		return a.StartTask(ctx, req.Worker, req.Prompt)
+	case "relogin":
+		return a.relogin(ctx)
 	case "interrupt":
 		w, err := a.sup.Worker(req.Worker)
 		if err != nil {
@@ -200,6 +202,46 @@ func (a *app) handle(ctx context.Context, req control.Request) (any, error) {
 		return a.queue.Answer(approvals.Answer{Card: req.Card, Decision: d, Revision: req.Revision, By: approvals.ByCLI, Values: req.Values})
 	}
 	return nil, fmt.Errorf("unknown request %q", req.Op)
+}
+
+// reloginWait bounds the restart of the workers after a login.
+const reloginWait = 90 * time.Second
+
+// relogin restarts every running worker, so that it logs in with the key
+// now in the keyring, and waits until each is ready or failed.
+func (a *app) relogin(ctx context.Context) ([]supervisor.Status, error) {
+	restarted := map[string]int{} // worker -> pid of the process it had
+	for _, st := range a.sup.Statuses() {
+		switch st.State {
+		case supervisor.StatePaused, supervisor.StateFailed, supervisor.StateStopped:
+			continue
+		}
+		if err := a.Restart(st.Name); err != nil {
+			return nil, err
+		}
+		restarted[st.Name] = st.PID
+	}
+	ctx, cancel := context.WithTimeout(ctx, reloginWait)
+	defer cancel()
+	for {
+		statuses := a.sup.Statuses()
+		settled := true
+		for _, st := range statuses {
+			old, ok := restarted[st.Name]
+			ready := st.State == supervisor.StateIdle && st.PID != old || st.State == supervisor.StateFailed
+			if ok && !ready {
+				settled = false
+			}
+		}
+		if settled {
+			return statuses, nil
+		}
+		select {
+		case <-ctx.Done():
+			return statuses, nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // reload applies a valid new config: workers added, removed or changed,

@@ -15,6 +15,7 @@ import (
 
 	"codexgate/approvals"
 	"codexgate/config/secrets"
+	"codexgate/supervisor"
 	"codexgate/ui/control"
 )
 
@@ -31,6 +32,8 @@ const usage = `usage:
   codexgate secret set NAME                store a secret in the OS keyring, read from stdin
   codexgate secret rm NAME                 remove it
   codexgate secret list                    the names of the stored secrets
+  codexgate login | logout                 the OpenAI API key in the OS keyring; running
+                                           workers restart with it
   codexgate version
 `
 
@@ -78,6 +81,10 @@ func runCLI(args []string) error {
 		return g.call(control.Request{Op: "panel", Card: strings.Join(args, "")}, nil)
 	case "secret":
 		return cmdSecret(args)
+	case "login":
+		return cmdLogin(g, args)
+	case "logout":
+		return cmdLogout(g, args)
 	}
 	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
 }
@@ -300,4 +307,52 @@ func readSecret(name string) (string, error) {
 		return "", fmt.Errorf("read the secret: %w", err)
 	}
 	return strings.TrimSuffix(strings.TrimSuffix(string(raw), "\n"), "\r"), nil
+}
+
+// cmdLogin stores the OpenAI API key and, when Codexgate runs, restarts the
+// workers with it and reports whether each accepted it.
+func cmdLogin(g globalFlags, args []string) error {
+	if len(args) != 0 {
+		return errors.New("usage: codexgate login (the key is read from stdin)")
+	}
+	key, err := readSecret(supervisor.APIKeySecret)
+	if err != nil {
+		return err
+	}
+	if err := secrets.Set(supervisor.APIKeySecret, strings.TrimSpace(key)); err != nil {
+		return err
+	}
+	fmt.Println("The API key is in the OS keyring.")
+	return g.relogin()
+}
+
+func cmdLogout(g globalFlags, args []string) error {
+	if len(args) != 0 {
+		return errors.New("usage: codexgate logout")
+	}
+	if err := secrets.Delete(supervisor.APIKeySecret); err != nil {
+		return err
+	}
+	fmt.Println("The API key is removed from the OS keyring.")
+	return g.relogin()
+}
+
+// relogin restarts the running workers so that they pick up the key.
+func (g globalFlags) relogin() error {
+	var workers []supervisor.Status
+	if err := g.call(control.Request{Op: "relogin"}, &workers); err != nil {
+		fmt.Println("Codexgate is not running; its workers use the keyring when it starts.")
+		return nil
+	}
+	var failed []string
+	for _, w := range workers {
+		fmt.Printf("%s: %s\n", w.Name, w.State)
+		if w.State != supervisor.StateIdle {
+			failed = append(failed, w.Name+": "+approvals.Escape(w.LastError, false))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("not every worker started with the key:\n%s", strings.Join(failed, "\n"))
+	}
+	return nil
 }

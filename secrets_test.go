@@ -99,3 +99,38 @@ func TestSecretsWithoutAKeyring(t *testing.T) {
 		return nil
 	})
 }
+
+func TestLoginGivesWorkersTheKeyThroughTheProtocol(t *testing.T) {
+	a := newApp(t)
+	ws := a.start(workerDef{name: "w"})
+	before := a.statuses()["w"].PID
+	out, err := a.withStdin(secretValue+"\n", "--socket", a.socket, "login")
+	if err != nil || !strings.Contains(out, "w: idle") {
+		t.Fatalf("login: %v %s\n%s", err, out, a.log)
+	}
+	after := a.statuses()["w"]
+	if after.PID == before || !strings.Contains(a.log.String(), "logged in with the API key from the keyring") {
+		t.Fatalf("the worker did not restart and log in: %+v\n%s", after, a.log)
+	}
+	cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(after.PID) + "/cmdline")
+	environ, _ := os.ReadFile("/proc/" + strconv.Itoa(after.PID) + "/environ")
+	if strings.Contains(string(cmdline), secretValue) || strings.Contains(string(environ), secretValue) {
+		t.Error("the API key is on codex's command line or in its environment")
+	}
+	if !strings.Contains(string(cmdline), `cli_auth_credentials_store="ephemeral"`) {
+		t.Errorf("codex may store the key itself: %q", cmdline)
+	}
+	for _, dir := range []string{a.dir, ws["w"]} {
+		filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+			if err == nil && info.Mode().IsRegular() {
+				if raw, _ := os.ReadFile(path); strings.Contains(string(raw), secretValue) {
+					t.Errorf("%s holds the API key", path)
+				}
+			}
+			return nil
+		})
+	}
+	if out, err := a.withStdin("", "--socket", a.socket, "logout"); err != nil {
+		t.Fatalf("logout: %v %s", err, out)
+	}
+}

@@ -303,6 +303,13 @@ func (w *Worker) runOnce(ctx context.Context) error {
 	if err != nil {
 		return &startError{fmt.Errorf("start worker %q: %w", w.spec.Name, err)}
 	}
+	apiKey := w.apiKey()
+	if apiKey != "" {
+		// The key reaches codex only through the protocol, and codex keeps
+		// it in memory: its keyring store would need the session bus,
+		// which workers do not get, and its file store is plaintext.
+		args = append(args, "-c", `cli_auth_credentials_store="ephemeral"`)
+	}
 	proc, err := startProcess(w.spec.Codex, args, w.spec.Cwd, childEnv(os.Environ(), env), w.log)
 	if err != nil {
 		return &startError{fmt.Errorf("start worker %q: %w", w.spec.Name, err)}
@@ -326,7 +333,7 @@ func (w *Worker) runOnce(ctx context.Context) error {
 	}()
 
 	handshakeDone := make(chan error, 1)
-	go func() { handshakeDone <- w.handshake(ctx, conn) }()
+	go func() { handshakeDone <- w.handshake(ctx, conn, apiKey) }()
 	select {
 	case err := <-handshakeDone:
 		if err != nil {
@@ -420,7 +427,40 @@ func (w *Worker) shutdown(proc *process, conn *codexrpc.Conn, session uint64) {
 	<-conn.Done()
 }
 
-func (w *Worker) handshake(ctx context.Context, conn *codexrpc.Conn) error {
+// APIKeySecret is the keyring secret that holds the OpenAI API key.
+const APIKeySecret = "openai-api-key"
+
+// apiKey is the OpenAI API key from the keyring, or "" when there is none
+// (codex then uses its own login, such as `codex login`).
+func (w *Worker) apiKey() string {
+	if w.opts.Secret == nil {
+		return ""
+	}
+	key, err := w.opts.Secret(APIKeySecret)
+	if err != nil {
+		w.log.Debug("no API key from the keyring; codex uses its own login", "err", err)
+		return ""
+	}
+	return key
+}
+
+// login gives codex the API key when it reports no account.
+func (w *Worker) login(ctx context.Context, conn *codexrpc.Conn, apiKey string) error {
+	var acct codexrpc.AccountReadResult
+	if err := conn.Call(ctx, codexrpc.MethodAccountRead, codexrpc.AccountReadParams{}, &acct); err != nil {
+		return err
+	}
+	if acct.Account != nil {
+		return nil
+	}
+	if err := conn.Call(ctx, codexrpc.MethodLoginStart, codexrpc.LoginStartParams{Type: "apiKey", APIKey: apiKey}, nil); err != nil {
+		return fmt.Errorf("log in with the API key from the keyring: %w", err)
+	}
+	w.log.Info("logged in with the API key from the keyring")
+	return nil
+}
+
+func (w *Worker) handshake(ctx context.Context, conn *codexrpc.Conn, apiKey string) error {
 	ctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
 	defer cancel()
 	err := conn.Call(ctx, codexrpc.MethodInitialize, codexrpc.InitializeParams{
@@ -435,6 +475,11 @@ func (w *Worker) handshake(ctx context.Context, conn *codexrpc.Conn) error {
 	}
 	if err := conn.Notify(codexrpc.MethodInitialized, nil); err != nil {
 		return err
+	}
+	if apiKey != "" {
+		if err := w.login(ctx, conn, apiKey); err != nil {
+			return err
+		}
 	}
 	policy := codexrpc.ThreadStartParams{
 		Cwd:            w.spec.Cwd,

@@ -10,6 +10,8 @@ const (
 	MethodThreadResume  = "thread/resume"
 	MethodTurnStart     = "turn/start"
 	MethodTurnInterrupt = "turn/interrupt"
+	MethodAccountRead   = "account/read"
+	MethodLoginStart    = "account/login/start"
 )
 
 // Server notifications the supervisor follows.
@@ -184,4 +186,17 @@ type ErrorNotification struct {
 
 type MessageNotification struct {
 	Message string `json:"message"`
+}
+
+type AccountReadParams struct{}
+
+type AccountReadResult struct {
+	Account *struct {
+		Type string `json:"type"`
+	} `json:"account"`
+}
+
+type LoginStartParams struct {
+	Type   string `json:"type"`
+	APIKey string `json:"apiKey"`
 }
