@@ -39,7 +39,7 @@ func measureIdle(b *testing.B, desktop bool) idle {
 		workerDef{name: "three", steps: []codextest.Step{codextest.Say("idle")}},
 	)
 	pid := a.cmd.Process.Pid
-	time.Sleep(3 * time.Second) // settle after start
+	time.Sleep(10 * time.Second) // let start-up work (fonts, tray, GL) finish
 	before := cpuTicks(b, pid)
 	time.Sleep(idleWindow)
 	after := cpuTicks(b, pid)
