@@ -44,6 +44,12 @@ func (b *backend) Answer(a approvals.Answer) (approvals.Answered, error) {
 	b.mu.Unlock()
 	return b.q.Answer(a)
 }
+func (b *backend) answered() []approvals.Answer {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]approvals.Answer(nil), b.answers...)
+}
+
 func (b *backend) Workers() []supervisor.Status {
 	return []supervisor.Status{{Name: "api", Cwd: "/w", State: supervisor.StateWaiting}}
 }
@@ -153,7 +159,7 @@ func TestPanelButtonsFollowTheCard(t *testing.T) {
 	// Deny is never held back.
 	test.Tap(p.buttons.Objects[2].(*widget.Button))
 	waitFor(t, func() bool { return len(b.Cards()) == 0 })
-	if a := b.answers[0]; a.Decision != approvals.DecisionDeny || a.By != approvals.ByPanel || a.Revision != 1 {
+	if a := b.answered()[0]; a.Decision != approvals.DecisionDeny || a.By != approvals.ByPanel || a.Revision != 1 {
 		t.Errorf("answer %+v", a)
 	}
 
@@ -196,5 +202,32 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestPanelFormsSendTheirValues(t *testing.T) {
+	app := test.NewTempApp(t)
+	b := newBackend(t, approvals.DefaultLimits)
+	b.open(t, "0", approvals.MethodUserInput,
+		`{"threadId":"T","turnId":"U","itemId":"q1","questions":[{"id":"db","header":"Database","question":"Which one?","isOther":false,"isSecret":false,"options":[{"label":"Postgres","description":""},{"label":"SQLite","description":""}]}]}`, "")
+	u := New(app, b, Options{})
+	p := newPanel(u)
+	p.update(b.Cards())
+	allow := p.buttons.Objects[0].(*widget.Button)
+	// Nothing chosen: the answer is refused and the card stays.
+	test.Tap(allow)
+	waitFor(t, func() bool { return len(b.answered()) == 1 })
+	if len(b.Cards()) != 1 {
+		t.Fatal("an unanswered question was sent")
+	}
+	// The test driver runs fyne.Do at once on the calling goroutine: let the
+	// refusal's status update finish before the next answer writes it too.
+	time.Sleep(50 * time.Millisecond)
+	p.form.Objects[0].(*widget.Form).Items[0].Widget.(*widget.Select).SetSelected("SQLite")
+	test.Tap(allow)
+	waitFor(t, func() bool { return len(b.Cards()) == 0 })
+	answers := b.answered()
+	if last := answers[len(answers)-1]; last.Values["db"] != "SQLite" || last.By != approvals.ByPanel {
+		t.Errorf("answer %+v", last)
 	}
 }
