@@ -31,9 +31,8 @@ type app struct {
 	log    *slog.Logger
 	desk   *desktop // nil when headless
 
-	mu     sync.Mutex // protects cfg, cfgErr
-	cfg    *config.Config
-	cfgErr string // why the file on disk is not what runs; "" when it is
+	mu     sync.Mutex // protects cfgErr
+	cfgErr string     // why the file on disk is not what runs; "" when it is
 }
 
 // workersReply is the control socket's answer to "workers".
@@ -67,16 +66,16 @@ func runApp(g globalFlags) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	a := &app{ctx: ctx, cfg: cfg, log: log}
+	a := &app{ctx: ctx, log: log}
 	a.queue = approvals.NewQueue(approvals.Options{
-		Limits:      approvals.Limits{ShowBytes: cfg.Cards.ShowBytes, MaxBytes: cfg.Cards.MaxBytes},
+		Limits:      cardLimits(cfg.Cards),
 		SettleDelay: cfg.Cards.SettleDelay.Duration,
 		Audit:       audit,
 		Log:         log,
 		OnChange:    a.onCardChange,
 	})
 	if !g.headless {
-		a.desk = newDesktop(a, log)
+		a.desk = newDesktop(a, cfg, log)
 	}
 	if err := supervisor.AdoptOrphans(ctx, log); err != nil {
 		log.Warn("cannot adopt the orphans of workers", "err", err)
@@ -151,6 +150,10 @@ func configPath(g globalFlags, log *slog.Logger) (string, error) {
 		}
 	}
 	return path, nil
+}
+
+func cardLimits(c config.Cards) approvals.Limits {
+	return approvals.Limits{ShowBytes: c.ShowBytes, MaxBytes: c.MaxBytes}
 }
 
 // specs turns the config's workers into what the supervisor runs.
@@ -249,9 +252,9 @@ func (a *app) relogin(ctx context.Context) ([]supervisor.Status, error) {
 // running untouched.
 func (a *app) reload(cfg *config.Config) {
 	a.mu.Lock()
-	a.cfg, a.cfgErr = cfg, ""
+	a.cfgErr = ""
 	a.mu.Unlock()
-	a.queue.SetLimits(approvals.Limits{ShowBytes: cfg.Cards.ShowBytes, MaxBytes: cfg.Cards.MaxBytes}, cfg.Cards.SettleDelay.Duration)
+	a.queue.SetLimits(cardLimits(cfg.Cards), cfg.Cards.SettleDelay.Duration)
 	if a.desk != nil {
 		a.desk.reload(cfg)
 	}

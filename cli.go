@@ -341,7 +341,7 @@ func cmdLogout(g globalFlags, args []string) error {
 func (g globalFlags) relogin() error {
 	var workers []supervisor.Status
 	if err := g.call(control.Request{Op: "relogin"}, &workers); err != nil {
-		fmt.Println("Codexgate is not running; its workers use the keyring when it starts.")
+		fmt.Printf("No worker was restarted (%v); workers read the keyring when they start.\n", err)
 		return nil
 	}
 	var failed []string

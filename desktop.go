@@ -24,19 +24,19 @@ type desktop struct {
 	hotkeys  *hotkey.Manager
 }
 
-func newDesktop(a *app, log *slog.Logger) *desktop {
+func newDesktop(a *app, cfg *config.Config, log *slog.Logger) *desktop {
 	d := &desktop{fyne: fyneapp.NewWithID("io.codexgate.app")}
 	d.fyne.SetIcon(ui.AppIcon)
 	beeep.AppName = "Codexgate"
 	d.notifier = notify.New(func(title, body string) error { return beeep.Notify(title, body, assets.AppIcon) }, log)
-	d.hotkeys = hotkey.New(hotkey.HelperPath(), a.cfg.Hotkeys.Map(),
+	d.hotkeys = hotkey.New(hotkey.HelperPath(), cfg.Hotkeys.Map(),
 		func(name string) { d.ui.Hotkey(name) },
 		func(err error) {
 			d.notifier.Say("Global hotkeys are not available",
 				err.Error()+"\nBind `codexgate answer allow` and `codexgate answer deny` in your desktop's shortcut settings instead.")
 		}, log)
 	d.ui = ui.New(d.fyne, a, ui.Options{
-		SettleDelay: a.cfg.Cards.SettleDelay.Duration,
+		SettleDelay: cfg.Cards.SettleDelay.Duration,
 		Notifier:    d.notifier,
 		Hotkeys:     d.hotkeys,
 		Log:         log,

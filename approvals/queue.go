@@ -128,12 +128,16 @@ func (q *Queue) SetLimits(lim Limits, settle time.Duration) {
 // when it cannot show what would happen.
 func (q *Queue) Open(req Request) {
 	q.mu.Lock()
-	b, err := build(req, q.opts.Limits)
+	limits := q.opts.Limits
+	q.mu.Unlock()
+	// Escaping and capping a large request takes a while: it is done
+	// without the lock, so other cards can be answered meanwhile.
+	b, err := build(req, limits)
 	if err != nil {
-		q.mu.Unlock()
 		q.decline(req, err.Error())
 		return
 	}
+	q.mu.Lock()
 	q.seq++
 	c := &b.card
 	c.ID = fmt.Sprintf("%s-%d", req.Worker, q.seq)
@@ -371,6 +375,8 @@ func (q *Queue) Answer(a Answer) (Answered, error) {
 		q.mu.Unlock()
 		return Answered{}, fmt.Errorf("card %s: %w", e.card.ID, err)
 	}
+	// The record is synced under the lock, before the card leaves the
+	// queue: no second answer can slip in, and no yes goes out unrecorded.
 	rec := record("end", &e.card, e.req.Method)
 	rec.Decision, rec.By, rec.Reply = a.Decision, a.By, reply
 	if err := q.opts.Audit.Write(rec); err != nil && a.Decision.Allows() {

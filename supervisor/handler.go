@@ -71,14 +71,15 @@ func (h *connHandler) Notification(method string, params json.RawMessage) {
 			return
 		}
 		w.mu.Lock()
-		it, ok := w.items[n.ItemID]
-		if ok {
-			it.raw, ok = withChanges(it.raw, n.Changes)
+		it, started := w.items[n.ItemID]
+		updated := false
+		if started {
+			it.raw, updated = withChanges(it.raw, n.Changes)
 			w.items[n.ItemID] = it
 		}
 		w.mu.Unlock()
-		if !ok {
-			w.log.Warn("patch update for an item not started", "item", n.ItemID)
+		if !updated {
+			w.log.Warn("skipped a patch update", "item", n.ItemID, "started", started)
 			return
 		}
 		ev := h.event(approvals.ItemUpdated, n.ThreadID, n.TurnID, n.ItemID)

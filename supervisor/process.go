@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -214,20 +213,12 @@ func (p *process) reap() {
 // groupAlive reports whether a process of group pgid is still running
 // (zombies, which are already dead, do not count).
 func groupAlive(pgid int) bool {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return false
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if st, err := proc.ReadStat(pid); err == nil && st.Group == pgid && st.State != "Z" {
-			return true
-		}
-	}
-	return false
+	alive := false
+	proc.Each(func(_ int, st proc.Stat) bool {
+		alive = st.Group == pgid && st.State != "Z"
+		return !alive
+	})
+	return alive
 }
 
 // exitError describes how the leader ended.

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"sync"
 	"syscall"
 
@@ -51,24 +50,16 @@ func AdoptOrphans(ctx context.Context, log *slog.Logger) error {
 // code started with os/exec are, and their owners wait for them).
 func reapOrphans(log *slog.Logger) {
 	self, group := os.Getpid(), syscall.Getpgrp()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return
-	}
 	children.Lock()
 	defer children.Unlock()
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || children.pids[pid] {
-			continue
-		}
-		st, err := proc.ReadStat(pid)
-		if err != nil || st.Parent != self || st.State != "Z" || st.Group == group {
-			continue
+	proc.Each(func(pid int, st proc.Stat) bool {
+		if children.pids[pid] || st.Parent != self || st.State != "Z" || st.Group == group {
+			return true
 		}
 		var ws syscall.WaitStatus
 		if _, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); err == nil {
 			log.Debug("reaped an orphan of a worker", "pid", pid)
 		}
-	}
+		return true
+	})
 }

@@ -17,6 +17,7 @@ import (
 	"codexgate/approvals"
 	"codexgate/supervisor/codexrpc"
 	"codexgate/supervisor/codextest"
+	"codexgate/supervisor/proc"
 )
 
 func TestMain(m *testing.M) {
@@ -245,11 +246,8 @@ func TestInterruptClosesTheOpenRequest(t *testing.T) {
 }
 
 func alive(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	return err == nil && !strings.Contains(string(st), ") Z ")
+	st, err := proc.ReadStat(pid)
+	return err == nil && st.State != "Z"
 }
 
 func TestStopDeniesThenEndsTheWholeGroup(t *testing.T) {

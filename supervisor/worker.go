@@ -138,9 +138,6 @@ func newWorker(spec Spec, opts *Options) *Worker {
 	}
 }
 
-// Name is the worker's configured name.
-func (w *Worker) Name() string { return w.spec.Name }
-
 // Status is a snapshot of the worker.
 func (w *Worker) Status() Status {
 	w.mu.Lock()

@@ -98,9 +98,6 @@ func (r *Request) ReplyError(code int, msg string) error {
 	return r.send(message{ID: r.ID, Error: &Error{Code: code, Message: msg}})
 }
 
-// Replied reports whether r has been answered.
-func (r *Request) Replied() bool { return r.replied.Load() }
-
 func (r *Request) send(m message) error {
 	c := r.conn
 	c.mu.Lock()
@@ -129,11 +126,10 @@ type Conn struct {
 
 	nextID atomic.Int64
 
-	mu      sync.Mutex // protects pending, open, closed, err
+	mu      sync.Mutex // protects pending, open, closed
 	pending map[int64]chan message
 	open    map[string]*Request
 	closed  bool
-	err     error
 	done    chan struct{}
 
 	lineBuf []byte
@@ -155,13 +151,6 @@ func New(r io.Reader, w io.Writer, h Handler, log *slog.Logger) *Conn {
 
 // Done is closed when the connection has ended.
 func (c *Conn) Done() <-chan struct{} { return c.done }
-
-// Err is why the connection ended; nil while it runs.
-func (c *Conn) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
-}
 
 // Open returns the server requests not yet answered.
 func (c *Conn) Open() []*Request {
@@ -187,7 +176,7 @@ func (c *Conn) Run() error {
 			if errors.Is(err, io.EOF) {
 				err = io.EOF
 			}
-			c.close(err)
+			c.close()
 			return err
 		}
 		c.dispatch(line)
@@ -281,14 +270,13 @@ func (c *Conn) deliver(m message) {
 	ch <- m
 }
 
-func (c *Conn) close(err error) {
+func (c *Conn) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return
 	}
 	c.closed = true
-	c.err = err
 	for id, ch := range c.pending {
 		close(ch)
 		delete(c.pending, id)

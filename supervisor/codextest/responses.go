@@ -64,7 +64,7 @@ func Say(text string) Step { return Step{Text: text} }
 type Responses struct {
 	URL string // base URL, ending in /v1
 
-	mu       sync.Mutex // protects steps, requests
+	mu       sync.Mutex // protects requests
 	steps    []Step
 	requests []json.RawMessage
 }
@@ -81,13 +81,6 @@ func NewResponses(t testing.TB, steps ...Step) *Responses {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return r
-}
-
-// SetSteps replaces the script (for a later turn of the same thread).
-func (r *Responses) SetSteps(steps ...Step) {
-	r.mu.Lock()
-	r.steps = steps
-	r.mu.Unlock()
 }
 
 // Requests are the bodies the model was sent, in order.

@@ -41,6 +41,23 @@ func ReadStat(pid int) (Stat, error) {
 	return Stat{State: f[0], Parent: parent, Group: group}, nil
 }
 
+// Each calls f for every process that can be read now, until f returns false.
+func Each(f func(pid int, st Stat) bool) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := ReadStat(pid); err == nil && !f(pid, st) {
+			return
+		}
+	}
+}
+
 // Ancestors is pid and its parents, up to but not including pid 1.
 func Ancestors(pid int) ([]int, error) {
 	var chain []int

@@ -60,7 +60,6 @@ type Handler func(ctx context.Context, req Request) (any, error)
 // Server serves the control socket.
 type Server struct {
 	ln     *net.UnixListener
-	path   string
 	handle Handler
 	// Excluded are the pids whose descendants are refused: the workers' codex
 	// processes, read at every connection.
@@ -102,11 +101,8 @@ func Listen(path string, h Handler) (*Server, error) {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
 	ln.SetUnlinkOnClose(true)
-	return &Server{ln: ln, path: path, handle: h, Log: slog.Default(), Excluded: func() []int { return nil }, Refused: func(string) {}}, nil
+	return &Server{ln: ln, handle: h, Log: slog.Default(), Excluded: func() []int { return nil }, Refused: func(string) {}}, nil
 }
-
-// Path is where the socket is.
-func (s *Server) Path() string { return s.path }
 
 // Serve accepts connections until ctx ends.
 func (s *Server) Serve(ctx context.Context) error {

@@ -19,8 +19,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"codexgate/ui/hotkey/keys"
 )
 
 // repeatGap drops the presses that X11 auto-repeat makes of one held key:
@@ -65,17 +63,6 @@ type helperRun struct {
 // name of a pressed key; onFail a failure to grab, once per set of keys.
 func New(helper string, keyset map[string]string, onPress func(string), onFail func(error), log *slog.Logger) *Manager {
 	return &Manager{helper: helper, keys: keyset, onPress: onPress, onFail: onFail, log: log, lastPress: map[string]time.Time{}}
-}
-
-// Validate checks a set of keys without grabbing them.
-func Validate(keyset map[string]string) error {
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(keyset)) {
-		if _, err := keys.Parse(keyset[name]); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // Want grabs the keys (on) or releases them (off).
