@@ -5,6 +5,8 @@ package main
 import (
 	"fmt"
 	"os"
+
+	"codexgate/cli"
 )
 
 // Set by the Makefile: the version, and the pinned codex it installed.
@@ -14,7 +16,7 @@ var (
 )
 
 func main() {
-	if err := runCLI(os.Args[1:]); err != nil {
+	if err := cli.Run(os.Args[1:], cli.Build{Version: version, Codex: pinnedCodex}); err != nil {
 		fmt.Fprintln(os.Stderr, "codexgate:", err)
 		os.Exit(1)
 	}

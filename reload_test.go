@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"codexgate/proc"
 	"codexgate/supervisor"
-	"codexgate/supervisor/proc"
 )
 
 // saveByRename writes the config as editors do: a new file renamed over it.

@@ -16,8 +16,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"codexgate/config/keys"
 	"codexgate/config/secrets"
-	"codexgate/ui/hotkey/keys"
 )
 
 // Config is the whole file.

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"codexgate/supervisor/proc"
+	"codexgate/proc"
 )
 
 // scrubbedEnv never reaches a worker: with them the agent could reach the

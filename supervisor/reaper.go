@@ -9,7 +9,7 @@ import (
 	"sync"
 	"syscall"
 
-	"codexgate/supervisor/proc"
+	"codexgate/proc"
 )
 
 // children are the worker processes this package started and will Wait for

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"codexgate/approvals"
+	"codexgate/proc"
 	"codexgate/supervisor/codexrpc"
 	"codexgate/supervisor/codextest"
-	"codexgate/supervisor/proc"
 )
 
 func TestMain(m *testing.M) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"codexgate/ui/hotkey/keys"
+	"codexgate/config/keys"
 )
 
 func TestParse(t *testing.T) {

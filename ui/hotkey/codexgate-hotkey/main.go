@@ -17,7 +17,7 @@ import (
 
 	"golang.design/x/hotkey"
 
-	"codexgate/ui/hotkey/keys"
+	"codexgate/config/keys"
 )
 
 func main() {

@@ -19,7 +19,8 @@ import (
 	"syscall"
 	"time"
 
-	"codexgate/supervisor/proc"
+	"codexgate/proc"
+	"codexgate/supervisor"
 )
 
 // Request is what a client asks.
@@ -31,6 +32,12 @@ type Request struct {
 	Decision string            `json:"decision,omitempty"`
 	Revision int               `json:"revision,omitempty"`
 	Values   map[string]string `json:"values,omitempty"`
+}
+
+// WorkersReply is the answer to "workers".
+type WorkersReply struct {
+	Workers     []supervisor.Status `json:"workers"`
+	ConfigError string              `json:"configError,omitempty"`
 }
 
 // Response carries a result or an error.

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -14,16 +14,28 @@ import (
 	"codexgate/approvals"
 	"codexgate/config"
 	"codexgate/config/secrets"
+	"codexgate/control"
 	"codexgate/supervisor"
-	"codexgate/ui/control"
 )
 
 // stopTimeout bounds a clean stop of every worker at exit.
 const stopTimeout = 20 * time.Second
 
+// Options are what the command line gives a run.
+type Options struct {
+	Config   string // "" for the default path
+	Socket   string // "" for the default path
+	Headless bool
+	// Version is the build's version; Codex the pinned codex binary that
+	// workers run unless their config names another.
+	Version string
+	Codex   string
+}
+
 // app is the running Codexgate: the parts wired together. It is the UI's
 // Backend.
 type app struct {
+	opts   Options
 	ctx    context.Context
 	queue  *approvals.Queue
 	sup    *supervisor.Supervisor
@@ -35,17 +47,12 @@ type app struct {
 	cfgErr string     // why the file on disk is not what runs; "" when it is
 }
 
-// workersReply is the control socket's answer to "workers".
-type workersReply struct {
-	Workers     []supervisor.Status `json:"workers"`
-	ConfigError string              `json:"configError,omitempty"`
-}
-
-func runApp(g globalFlags) error {
+// Run runs Codexgate until a signal, or Quit in the tray.
+func Run(opts Options) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
 	slog.SetDefault(log)
 
-	cfgPath, err := configPath(g, log)
+	cfgPath, err := configPath(opts.Config, log)
 	if err != nil {
 		return err
 	}
@@ -66,7 +73,7 @@ func runApp(g globalFlags) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	a := &app{ctx: ctx, log: log}
+	a := &app{opts: opts, ctx: ctx, log: log}
 	a.queue = approvals.NewQueue(approvals.Options{
 		Limits:      cardLimits(cfg.Cards),
 		SettleDelay: cfg.Cards.SettleDelay.Duration,
@@ -74,17 +81,19 @@ func runApp(g globalFlags) error {
 		Log:         log,
 		OnChange:    a.onCardChange,
 	})
-	if !g.headless {
+	if !opts.Headless {
 		a.desk = newDesktop(a, cfg, log)
 	}
 	if err := supervisor.AdoptOrphans(ctx, log); err != nil {
 		log.Warn("cannot adopt the orphans of workers", "err", err)
 	}
-	a.sup = supervisor.New(ctx, supervisor.Options{Approver: a.queue, Log: log, Version: version, Secret: secrets.Get})
+	a.sup = supervisor.New(ctx, supervisor.Options{Approver: a.queue, Log: log, Version: opts.Version, Secret: secrets.Get})
 
-	sock, err := g.socketPath()
-	if err != nil {
-		return err
+	sock := opts.Socket
+	if sock == "" {
+		if sock, err = control.DefaultPath(); err != nil {
+			return err
+		}
 	}
 	a.server, err = control.Listen(sock, a.handle)
 	if err != nil {
@@ -96,7 +105,7 @@ func runApp(g globalFlags) error {
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- a.server.Serve(ctx) }()
 
-	if err := a.sup.Apply(ctx, specs(cfg)); err != nil {
+	if err := a.sup.Apply(ctx, a.specs(cfg)); err != nil {
 		log.Error("start workers", "err", err)
 	}
 	if err := config.Watch(ctx, cfgPath, a.reload, a.configError, log); err != nil {
@@ -128,8 +137,7 @@ func logLevel() slog.Level {
 
 // configPath is the file to use; on a first run it writes a default one
 // with a worker for the current directory.
-func configPath(g globalFlags, log *slog.Logger) (string, error) {
-	path := g.config
+func configPath(path string, log *slog.Logger) (string, error) {
 	if path == "" {
 		var err error
 		if path, err = config.DefaultPath(); err != nil {
@@ -157,12 +165,12 @@ func cardLimits(c config.Cards) approvals.Limits {
 }
 
 // specs turns the config's workers into what the supervisor runs.
-func specs(cfg *config.Config) []supervisor.Spec {
+func (a *app) specs(cfg *config.Config) []supervisor.Spec {
 	out := make([]supervisor.Spec, len(cfg.Workers))
 	for i, w := range cfg.Workers {
 		codex := w.Codex
 		if codex == "" {
-			codex = pinnedCodex
+			codex = a.opts.Codex
 		}
 		out[i] = supervisor.Spec{
 			Name: w.Name, Cwd: w.Cwd, Codex: supervisor.NativeCodex(codex), Model: w.Model,
@@ -178,7 +186,7 @@ func (a *app) handle(ctx context.Context, req control.Request) (any, error) {
 	case "workers":
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		return workersReply{Workers: a.sup.Statuses(), ConfigError: a.cfgErr}, nil
+		return control.WorkersReply{Workers: a.sup.Statuses(), ConfigError: a.cfgErr}, nil
 	case "task":
 		return a.StartTask(ctx, req.Worker, req.Prompt)
 	case "relogin":
@@ -258,7 +266,7 @@ func (a *app) reload(cfg *config.Config) {
 	if a.desk != nil {
 		a.desk.reload(cfg)
 	}
-	if err := a.sup.Apply(a.ctx, specs(cfg)); err != nil {
+	if err := a.sup.Apply(a.ctx, a.specs(cfg)); err != nil {
 		a.log.Error("apply config", "err", err)
 	}
 	a.log.Info("config reloaded", "workers", len(cfg.Workers))

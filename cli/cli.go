@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -13,10 +13,11 @@ import (
 
 	"golang.org/x/term"
 
+	"codexgate/app"
 	"codexgate/approvals"
 	"codexgate/config/secrets"
+	"codexgate/control"
 	"codexgate/supervisor"
-	"codexgate/ui/control"
 )
 
 const usage = `usage:
@@ -37,13 +38,21 @@ const usage = `usage:
   codexgate version
 `
 
+// Build names the running binary's version and the pinned codex it was
+// built with.
+type Build struct {
+	Version string
+	Codex   string
+}
+
 type globalFlags struct {
 	config   string
 	socket   string
 	headless bool
 }
 
-func runCLI(args []string) error {
+// Run runs the command line args (without the program name).
+func Run(args []string, build Build) error {
 	var g globalFlags
 	fs := flag.NewFlagSet("codexgate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -59,12 +68,12 @@ func runCLI(args []string) error {
 	}
 	args = fs.Args()
 	if len(args) == 0 {
-		return runApp(g)
+		return app.Run(app.Options{Config: g.config, Socket: g.socket, Headless: g.headless, Version: build.Version, Codex: build.Codex})
 	}
 	cmd, args := args[0], args[1:]
 	switch cmd {
 	case "version":
-		fmt.Println("codexgate", version)
+		fmt.Println("codexgate", build.Version)
 		return nil
 	case "help":
 		fmt.Print(usage)
@@ -149,7 +158,7 @@ func cmdWorkers(g globalFlags, args []string) error {
 	if _, err := subFlags("workers", args, func(fs *flag.FlagSet) { fs.BoolVar(&asJSON, "json", false, "") }); err != nil {
 		return err
 	}
-	var reply workersReply
+	var reply control.WorkersReply
 	if err := g.call(control.Request{Op: "workers"}, &reply); err != nil {
 		return err
 	}
