@@ -123,13 +123,15 @@ func (h *connHandler) Notification(method string, params json.RawMessage) {
 				delete(w.items, id)
 			}
 		}
-		if w.status.TurnID == n.Turn.ID {
-			w.status.TurnID = ""
-		}
-		if n.Turn.Error != nil {
-			w.status.LastError = n.Turn.Error.Message
-		}
 		w.mu.Unlock()
+		w.update(func(st *Status) {
+			if st.TurnID == n.Turn.ID {
+				st.TurnID = ""
+			}
+			if n.Turn.Error != nil {
+				st.LastError = n.Turn.Error.Message
+			}
+		})
 		w.opts.Approver.Event(h.event(approvals.TurnCompleted, n.ThreadID, n.Turn.ID, ""))
 	case codexrpc.NotifyThreadStatusChanged:
 		var n codexrpc.ThreadStatusChanged

@@ -22,6 +22,16 @@ type Options struct {
 	StopGrace time.Duration
 	// Secret reads a secret from the keyring, for Spec.Secrets.
 	Secret func(name string) (string, error)
+	// OnStatus is told, outside the worker's lock, that a worker's status
+	// changed, with the status after the change. Nothing polls: this is how
+	// the tray learns of it. It must not block.
+	OnStatus func(Status)
+}
+
+func (o *Options) published(st Status) {
+	if o.OnStatus != nil {
+		o.OnStatus(st)
+	}
 }
 
 // Supervisor runs one Worker per Spec.

@@ -145,10 +145,16 @@ func (w *Worker) Status() Status {
 	return w.status
 }
 
+// update changes the status and reports the change (Options.OnStatus).
 func (w *Worker) update(f func(*Status)) {
 	w.mu.Lock()
+	old := w.status
 	f(&w.status)
+	st := w.status
 	w.mu.Unlock()
+	if st != old {
+		w.opts.published(st)
+	}
 }
 
 func (w *Worker) setState(s State, lastErr error) {
@@ -317,8 +323,8 @@ func (w *Worker) runOnce(ctx context.Context) error {
 	conn := codexrpc.New(proc.stdout, proc.stdin, &connHandler{w: w, session: session}, w.log)
 	w.conn = conn
 	w.items = make(map[string]trackedItem)
-	w.status.PID = proc.pid()
 	w.mu.Unlock()
+	w.update(func(st *Status) { st.PID = proc.pid() })
 	go conn.Run()
 
 	defer func() {
