@@ -106,10 +106,10 @@ func (f *fakeServer) invoke(id uint32, key string) {
 	f.closed(id, 2)
 }
 
+// closed announces a closed notification. It may come after the test
+// ended and closed the connection; then nobody listens any more.
 func (f *fakeServer) closed(id, reason uint32) {
-	if err := f.conn.Emit(busPath, busInterface+".NotificationClosed", id, reason); err != nil {
-		f.t.Error(err)
-	}
+	_ = f.conn.Emit(busPath, busInterface+".NotificationClosed", id, reason)
 }
 
 // wait returns the calls once there are n.

@@ -241,9 +241,6 @@ func TestActionsAnswerTheRevisionShown(t *testing.T) {
 			if s := replies.Sent(); len(s) != 1 || string(s[0]) != tc.reply {
 				t.Errorf("replies %s, want %s", s, tc.reply)
 			}
-			if c := h.srv.wait(2)[1]; c.method != "CloseNotification" || c.id != n.id {
-				t.Errorf("after the answer: %+v", c)
-			}
 		})
 	}
 }
@@ -407,11 +404,14 @@ func TestFallbackBurstsAreCoalescedAndMarkupEscaped(t *testing.T) {
 		cmd := "echo <b>" + strings.Repeat("x", i) + "</b> &"
 		n.Notice(approvals.Change{Kind: approvals.CardOpened, Card: approvals.Card{ID: fmt.Sprint(i), Worker: "api", Kind: approvals.KindCommand, Command: cmd}})
 	}
-	for range 4 {
-		n.TurnEnded(supervisor.TurnEnded{Worker: "web", Status: "completed"})
-	}
 	n.Notice(approvals.Change{Kind: approvals.CardClosed, Card: approvals.Card{ID: "9"}}) // a held card that closed
 	deadline := time.Now().Add(5 * time.Second)
+	for len(s.all()) < BurstSize && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	for range 4 { // in the same burst window
+		n.TurnEnded(supervisor.TurnEnded{Worker: "web", Status: "completed"})
+	}
 	for len(s.all()) < BurstSize+2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
