@@ -63,7 +63,7 @@ type bus struct {
 // server for its capabilities; it fails when there is no bus or no server.
 // It never starts a bus: an empty or "autolaunch:" address is no bus.
 func dialBus(ctx context.Context, address string) (*bus, error) {
-	if address == "" || strings.HasPrefix(address, "autolaunch:") {
+	if noBus(address) {
 		return nil, errNoBus
 	}
 	conn, err := dbus.Connect(address, dbus.WithSignalHandler(dbus.NewSequentialSignalHandler()))
@@ -89,6 +89,11 @@ func dialBus(ctx context.Context, address string) (*bus, error) {
 	}
 	conn.Signal(b.sigs)
 	return b, nil
+}
+
+// noBus: the address names no running bus, only one to be started.
+func noBus(address string) bool {
+	return address == "" || strings.HasPrefix(address, "autolaunch:")
 }
 
 func (b *bus) call(ctx context.Context, method string, args ...any) *dbus.Call {

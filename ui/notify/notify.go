@@ -191,12 +191,14 @@ func (n *Notifier) connect(ctx context.Context) server {
 		n.log.Info("notifications through the session bus", "actions", b.can("actions"), "markup", b.can("body-markup"))
 		return b
 	}
-	if errors.Is(err, errNoBus) && busDesktop() {
-		// beeep would reach for the bus itself and start one.
+	switch {
+	case errors.Is(err, errNoBus) && busDesktop():
 		n.log.Warn("no session bus: desktop notifications are off")
-		return fallback{}
+	case errors.Is(err, errNoBus):
+		n.log.Debug("notifications without a session bus")
+	default:
+		n.log.Info("no notification server on the session bus; notifications cannot be answered", "err", err)
 	}
-	n.log.Info("no notification server on the session bus; notifications cannot be answered", "err", err)
 	return n.fallback()
 }
 
@@ -210,8 +212,10 @@ func busDesktop() bool {
 	return true
 }
 
+// fallback is the Sender, where it cannot start a bus: beeep reaches for
+// the session bus itself, and godbus starts one when none is named.
 func (n *Notifier) fallback() server {
-	if n.opts.Bus == "" && busDesktop() {
+	if noBus(n.opts.Bus) && busDesktop() {
 		return fallback{}
 	}
 	return fallback{send: n.opts.Fallback}
@@ -460,7 +464,10 @@ func (n *Notifier) action(ctx context.Context, s *shown, key string) {
 }
 
 // answer sends the decision on the revision the notification showed. A
-// refusal is explained by a notification that, while the card is open,
+// notification replaced in place keeps its id, so a click just as the new
+// revision appears is read as on the new one: the queue refuses an Allow on
+// a card that changed within the settle delay, so it does not count.
+// A refusal is explained by a notification that, while the card is open,
 // takes the place of the card's, with the same actions.
 func (n *Notifier) answer(ctx context.Context, s *shown, d approvals.Decision) {
 	sent, err := n.opts.Queue.Answer(approvals.Answer{Card: s.card.ID, Revision: s.card.Revision, Decision: d, By: approvals.ByNotification})

@@ -430,3 +430,16 @@ func TestFallbackBurstsAreCoalescedAndMarkupEscaped(t *testing.T) {
 		t.Errorf("turn summary = %q", got[BurstSize+1])
 	}
 }
+
+// Without a session bus nothing may start one: on Linux the fallback, which
+// would, is not used either.
+func TestNoBusIsNeverStarted(t *testing.T) {
+	t.Parallel()
+	for _, addr := range []string{"", "autolaunch:"} {
+		n := New(Options{Bus: addr, Fallback: func(string, string) error { return nil }, Log: slog.New(slog.DiscardHandler)})
+		srv := n.connect(context.Background())
+		if f, ok := srv.(fallback); !ok || (f.send != nil) == busDesktop() {
+			t.Errorf("bus %q: server %#v", addr, srv)
+		}
+	}
+}
