@@ -13,7 +13,7 @@ import (
 type connHandler struct {
 	w       *Worker
 	session uint64
-	said    map[string]string // the last agent message by turn id, until the turn ends
+	said    map[string]string // the last agent message by turn id, until the turn ends; read loop only
 }
 
 func (h *connHandler) event(kind approvals.EventKind, threadID, turnID, itemID string) approvals.Event {
