@@ -87,7 +87,7 @@ func Run(opts Options) error {
 	if err := supervisor.AdoptOrphans(ctx, log); err != nil {
 		log.Warn("cannot adopt the orphans of workers", "err", err)
 	}
-	a.sup = supervisor.New(ctx, supervisor.Options{Approver: a.queue, Log: log, Version: opts.Version, Secret: secrets.Get})
+	a.sup = supervisor.New(ctx, supervisor.Options{Approver: a.queue, Log: log, Version: opts.Version, Secret: secrets.Get, OnTurnEnded: a.onTurnEnded})
 
 	sock := opts.Socket
 	if sock == "" {
@@ -286,6 +286,12 @@ func (a *app) configError(err error) {
 func (a *app) onCardChange(ch approvals.Change) {
 	if a.desk != nil {
 		a.desk.ui.OnCardChange(ch)
+	}
+}
+
+func (a *app) onTurnEnded(te supervisor.TurnEnded) {
+	if a.desk != nil {
+		a.desk.notifier.TurnEnded(te)
 	}
 }
 

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"log/slog"
+	"os"
 
 	"fyne.io/fyne/v2"
 	fyneapp "fyne.io/fyne/v2/app"
@@ -28,7 +29,14 @@ func newDesktop(a *app, cfg *config.Config, log *slog.Logger) *desktop {
 	d := &desktop{fyne: fyneapp.NewWithID("io.codexgate.app")}
 	d.fyne.SetIcon(ui.AppIcon)
 	beeep.AppName = "Codexgate"
-	d.notifier = notify.New(func(title, body string) error { return beeep.Notify(title, body, assets.AppIcon) }, log)
+	d.notifier = notify.New(notify.Options{
+		Bus:       os.Getenv("DBUS_SESSION_BUS_ADDRESS"),
+		Queue:     a.queue,
+		OpenPanel: func(cardID string) { d.ui.ShowPanel(cardID) },
+		Fallback:  func(title, body string) error { return beeep.Notify(title, body, assets.AppIcon) },
+		Turns:     cfg.Notifications.Turns,
+		Log:       log,
+	})
 	d.hotkeys = hotkey.New(hotkey.HelperPath(), cfg.Hotkeys.Map(),
 		func(name string) { d.ui.Hotkey(name) },
 		func(err error) {
@@ -44,10 +52,11 @@ func newDesktop(a *app, cfg *config.Config, log *slog.Logger) *desktop {
 	return d
 }
 
-// reload applies new hotkeys and settle delay.
+// reload applies new hotkeys, settle delay and notification settings.
 func (d *desktop) reload(cfg *config.Config) {
 	d.hotkeys.SetKeys(cfg.Hotkeys.Map())
 	d.ui.SetSettleDelay(cfg.Cards.SettleDelay.Duration)
+	d.notifier.SetTurns(cfg.Notifications.Turns)
 }
 
 // run shows the desktop until the person quits or ctx ends; then it cancels

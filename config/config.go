@@ -25,6 +25,15 @@ type Config struct {
 	Workers []Worker `toml:"worker"`
 	Cards   Cards    `toml:"cards"`
 	Hotkeys Hotkeys  `toml:"hotkeys"`
+
+	Notifications Notifications `toml:"notifications"`
+}
+
+// Notifications choose which desktop notifications are shown besides the
+// one per card.
+type Notifications struct {
+	// Turns: one notification when a turn finishes, fails or is stopped.
+	Turns bool `toml:"turns"`
 }
 
 // Hotkeys are the global keys that answer the oldest card.
@@ -86,8 +95,9 @@ func (d *Duration) UnmarshalText(b []byte) error {
 
 // Defaults for what the file leaves out.
 var (
-	DefaultCards   = Cards{ShowBytes: 64 << 10, MaxBytes: 4 << 20, SettleDelay: Duration{time.Second}}
-	DefaultHotkeys = Hotkeys{Allow: "ctrl+alt+y", Deny: "ctrl+alt+n"}
+	DefaultCards         = Cards{ShowBytes: 64 << 10, MaxBytes: 4 << 20, SettleDelay: Duration{time.Second}}
+	DefaultHotkeys       = Hotkeys{Allow: "ctrl+alt+y", Deny: "ctrl+alt+n"}
+	DefaultNotifications = Notifications{Turns: true}
 )
 
 // Error is a problem in the file, with where it is.
@@ -131,7 +141,7 @@ func Load(path string) (*Config, error) {
 
 // Parse validates src, the contents of the file named path.
 func Parse(path string, src []byte) (*Config, error) {
-	cfg := Config{Cards: DefaultCards, Hotkeys: DefaultHotkeys}
+	cfg := Config{Cards: DefaultCards, Hotkeys: DefaultHotkeys, Notifications: DefaultNotifications}
 	md, err := toml.Decode(string(src), &cfg)
 	if err != nil {
 		var pe toml.ParseError
@@ -246,7 +256,9 @@ func (c *Config) validate(path string, lines *lineFinder) []error {
 func knownKeys(path toml.Key) []string {
 	switch path.String() {
 	case "":
-		return []string{"worker", "cards", "hotkeys"}
+		return []string{"worker", "cards", "hotkeys", "notifications"}
+	case "notifications":
+		return []string{"turns"}
 	case "hotkeys":
 		return []string{"allow", "deny"}
 	case "worker":

@@ -41,6 +41,7 @@ settle_delay = "2s"
 		{"bad name", "[[worker]]\nname = \"a b\"\ncwd = \"" + dir + "\"\n", []string{"worker[0].name"}},
 		{"bad delay", "[cards]\nsettle_delay = \"soon\"\n", []string{"config.toml:2"}},
 		{"caps", "[cards]\nshow_bytes = 10\n", []string{"cards.show_bytes", "at least 1024"}},
+		{"notifications typo", "[notifications]\nturn = false\n", []string{"config.toml:2", "notifications.turn", `did you mean "turns"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := Parse("config.toml", []byte(tc.src))

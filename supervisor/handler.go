@@ -13,6 +13,7 @@ import (
 type connHandler struct {
 	w       *Worker
 	session uint64
+	said    map[string]string // the last agent message by turn id, until the turn ends; read loop only
 }
 
 func (h *connHandler) event(kind approvals.EventKind, threadID, turnID, itemID string) approvals.Event {
@@ -94,6 +95,9 @@ func (h *connHandler) Notification(method string, params json.RawMessage) {
 		w.mu.Lock()
 		delete(w.items, hdr.ID)
 		w.mu.Unlock()
+		if hdr.Type == "agentMessage" {
+			h.remember(n.TurnID, n.Item)
+		}
 		ev := h.event(approvals.ItemCompleted, n.ThreadID, n.TurnID, hdr.ID)
 		ev.Item = n.Item
 		w.opts.Approver.Event(ev)
@@ -133,6 +137,7 @@ func (h *connHandler) Notification(method string, params json.RawMessage) {
 			}
 		})
 		w.opts.Approver.Event(h.event(approvals.TurnCompleted, n.ThreadID, n.Turn.ID, ""))
+		h.turnEnded(n)
 	case codexrpc.NotifyThreadStatusChanged:
 		var n codexrpc.ThreadStatusChanged
 		if !h.decode(method, params, &n) {
@@ -167,6 +172,35 @@ func (h *connHandler) Notification(method string, params json.RawMessage) {
 			w.log.Debug("ignoring notification", "method", method)
 		}
 	}
+}
+
+// remember keeps the text of an agent message as its turn's last. The
+// message deltas are opted out: item/completed carries the whole text.
+func (h *connHandler) remember(turnID string, item json.RawMessage) {
+	var msg struct {
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(item, &msg) != nil {
+		return
+	}
+	if h.said == nil {
+		h.said = map[string]string{}
+	}
+	h.said[turnID] = msg.Text
+}
+
+// turnEnded reports a turn that ended to Options.OnTurnEnded.
+func (h *connHandler) turnEnded(n codexrpc.TurnNotification) {
+	said := h.said[n.Turn.ID]
+	delete(h.said, n.Turn.ID)
+	if h.w.opts.OnTurnEnded == nil {
+		return
+	}
+	te := TurnEnded{Worker: h.w.spec.Name, ThreadID: n.ThreadID, TurnID: n.Turn.ID, Status: n.Turn.Status, LastMessage: said}
+	if n.Turn.Error != nil {
+		te.Error = n.Turn.Error.Message
+	}
+	h.w.opts.OnTurnEnded(te)
 }
 
 func (h *connHandler) decode(method string, raw json.RawMessage, v any) bool {

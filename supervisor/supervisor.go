@@ -26,6 +26,21 @@ type Options struct {
 	// changed, with the status after the change. Nothing polls: this is how
 	// the tray learns of it. It must not block.
 	OnStatus func(Status)
+	// OnTurnEnded is told that a turn completed, failed or was interrupted.
+	// It runs on the worker's connection reader: it must not block.
+	OnTurnEnded func(TurnEnded)
+}
+
+// TurnEnded is a turn that ended, as codex reported it.
+type TurnEnded struct {
+	Worker   string
+	ThreadID string
+	TurnID   string
+	Status   string // completed, interrupted or failed
+	// LastMessage is the text of the turn's last agent message, raw as
+	// codex sent it; Error is codex's error for a failed turn.
+	LastMessage string
+	Error       string
 }
 
 func (o *Options) published(st Status) {

@@ -10,8 +10,6 @@ package ui
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"time"
@@ -186,26 +184,10 @@ func (u *UI) Hotkey(name string) {
 	sent, err := u.b.Answer(a)
 	if err != nil {
 		u.opts.Log.Warn("hotkey answer refused", "card", oldest.ID, "err", err)
-		u.say("Not answered by hotkey", hotkeyRefusal(oldest, err))
+		u.say("Not answered by hotkey", notify.Refusal(oldest, err))
 		return
 	}
 	u.opts.Log.Info("answered by hotkey", "card", sent.Card.ID, "decision", sent.Decision)
-}
-
-// hotkeyRefusal says why a hotkey did not answer.
-func hotkeyRefusal(c approvals.Card, err error) string {
-	what := c.Worker + " " + string(c.Kind) + " " + c.Summary(labelBytes)
-	switch {
-	case errors.Is(err, approvals.ErrTooSoon):
-		return what + ": it just arrived or changed; look at it, then press again"
-	case errors.Is(err, approvals.ErrTruncated):
-		return what + ": it is too long to see here; open the panel and use Show all"
-	case errors.Is(err, approvals.ErrNeedsInput):
-		return what + ": it needs an answer typed in the panel"
-	case errors.Is(err, approvals.ErrGrants):
-		return what + ": it grants access; allow it from the panel"
-	}
-	return fmt.Sprintf("%s: %v", what, err)
 }
 
 func (u *UI) say(title, body string) {

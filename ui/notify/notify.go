@@ -1,18 +1,32 @@
-// Package notify raises one desktop notification per new card, and one per
-// request declined without asking, through the session's notification
-// server. A burst is coalesced into one notification that counts it, so a
-// runaway agent cannot flood the desktop.
+// Package notify shows desktop notifications: one per card, with the
+// actions Allow, Deny and Open where the server offers actions, replaced
+// when the card changes and taken back when it closes; one per request
+// declined without asking; one per ended turn. A burst is coalesced into
+// one notification that counts it, so a runaway agent cannot flood the
+// desktop.
+//
+// On a session bus with a notification server it speaks
+// org.freedesktop.Notifications itself, on a connection of its own; without
+// one it falls back to a Sender (beeep). Run is the one goroutine that
+// sends, and it alone owns which notification shows which card. The tests
+// run a fake server on a private bus (fake_test.go).
 package notify
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"html"
 	"log/slog"
+	"runtime"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/godbus/dbus/v5"
+
 	"codexgate/approvals"
+	"codexgate/supervisor"
 )
 
 // Burst limits: more than BurstSize notifications within BurstWindow are
@@ -20,78 +34,206 @@ import (
 const (
 	BurstSize   = 3
 	BurstWindow = time.Second
-	bodyBytes   = 240
+)
+
+// Action keys, as the server reports them in ActionInvoked. "default" is
+// a click on the notification itself.
+const (
+	actionAllow   = "allow"
+	actionDeny    = "deny"
+	actionOpen    = "open"
+	actionDefault = "default"
 )
 
 // Sender shows one notification (beeep.Notify in the app).
 type Sender func(title, body string) error
 
-// Notifier turns card changes into notifications. Its Run goroutine is the
-// only one that sends.
+// Queue is the card queue, as a notification answers it.
+type Queue interface {
+	Answer(approvals.Answer) (approvals.Answered, error)
+	MarkShownInFull(id string, revision int) error
+}
+
+// Options configure a Notifier.
+type Options struct {
+	// Bus is the session bus address ($DBUS_SESSION_BUS_ADDRESS); empty
+	// when there is none. A bus is never started.
+	Bus string
+	// Queue answers a card from its notification's actions.
+	Queue Queue
+	// OpenPanel opens the panel at a card ("": the oldest). It must not block.
+	OpenPanel func(cardID string)
+	// Fallback shows a notification where the bus has no notification server.
+	Fallback Sender
+	// Turns: a notification for each ended turn.
+	Turns bool
+	Log   *slog.Logger
+}
+
+// Notifier turns card changes and ended turns into notifications.
 type Notifier struct {
-	send    Sender
+	opts    Options
 	log     *slog.Logger
+	turnsOn atomic.Bool
 	changes chan approvals.Change
+	turns   chan supervisor.TurnEnded
+	says    chan note
+
+	// Owned by Run.
+	srv       server
+	byCard    map[string]*shown
+	byID      map[uint32]*shown
+	recent    []time.Time // when the notifications of the burst window were shown
+	flush     <-chan time.Time
+	heldCards []approvals.Change
+	heldTurns []supervisor.TurnEnded
+}
+
+// shown is a notification on screen that can be answered or taken back.
+type shown struct {
+	id    uint32
+	card  approvals.Card // as the notification shows it; zero for a summary
+	allow bool           // the Allow action is offered
+	cards map[string]bool
 }
 
 // New returns a notifier; Run must be called to send.
-func New(send Sender, log *slog.Logger) *Notifier {
-	return &Notifier{send: send, log: log, changes: make(chan approvals.Change, 256)}
+func New(opts Options) *Notifier {
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	n := &Notifier{
+		opts:    opts,
+		log:     opts.Log,
+		changes: make(chan approvals.Change, 1024),
+		turns:   make(chan supervisor.TurnEnded, 64),
+		says:    make(chan note, 16),
+		byCard:  map[string]*shown{},
+		byID:    map[uint32]*shown{},
+	}
+	n.turnsOn.Store(opts.Turns)
+	return n
 }
 
-// Notice queues a change. It never blocks: when the queue is full the
-// change still counts in the next summary.
+// Notice queues a card change. It never blocks: when the queue is full
+// the change is dropped with a warning.
 func (n *Notifier) Notice(ch approvals.Change) {
-	if ch.Kind != approvals.CardOpened && ch.Kind != approvals.CardDeclined {
-		return
-	}
 	select {
 	case n.changes <- ch:
 	default:
-		n.log.Warn("notification queue full; the change is counted in the next summary")
+		n.log.Warn("notification queue full; a card change is not shown", "card", ch.Card.ID)
 	}
 }
 
-// Say shows a notification. The body is escaped for the markup that
-// notification servers such as dunst apply, so that a tag in a command
-// cannot hide the text after it.
+// TurnEnded queues the notification of an ended turn, unless turn
+// notifications are off. It never blocks.
+func (n *Notifier) TurnEnded(te supervisor.TurnEnded) {
+	if !n.turnsOn.Load() {
+		return
+	}
+	select {
+	case n.turns <- te:
+	default:
+		n.log.Warn("notification queue full; an ended turn is not shown", "worker", te.Worker)
+	}
+}
+
+// SetTurns turns the notifications of ended turns on or off.
+func (n *Notifier) SetTurns(on bool) { n.turnsOn.Store(on) }
+
+// Say shows a notification of the app itself. It never blocks.
 func (n *Notifier) Say(title, body string) {
-	if err := n.send(title, html.EscapeString(body)); err != nil {
-		n.log.Warn("notification", "err", err)
+	select {
+	case n.says <- note{title: title, body: body}:
+	default:
+		n.log.Warn("notification queue full", "title", title)
 	}
 }
 
-// Run sends notifications until ctx ends.
+// Run sends notifications and follows what is done with them until ctx
+// ends.
 func (n *Notifier) Run(ctx context.Context) {
-	var recent []time.Time
-	var held []approvals.Change
-	var flush <-chan time.Time
+	n.srv = n.connect(ctx)
+	defer func() { n.srv.close() }()
+	sigs := n.srv.signals()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case ch := <-n.changes:
-			now := time.Now()
-			recent = trim(recent, now)
-			if len(recent) >= BurstSize {
-				held = append(held, ch)
-				if flush == nil {
-					flush = time.After(recent[0].Add(BurstWindow).Sub(now))
+			n.change(ctx, ch)
+		case te := <-n.turns:
+			n.turn(ctx, te)
+		case nt := <-n.says:
+			n.send(ctx, nt)
+		case sig, ok := <-sigs:
+			if !ok {
+				sigs = nil
+				if ctx.Err() == nil {
+					n.log.Warn("lost the connection to the notification server; notifications can no longer be answered")
+					n.srv = n.fallback()
+					clear(n.byCard)
+					clear(n.byID)
 				}
 				continue
 			}
-			recent = append(recent, now)
-			n.Say(Message(ch))
-		case <-flush:
-			flush = nil
-			if len(held) == 0 {
-				continue
-			}
-			n.Say(Summary(held))
-			recent = append(trim(recent, time.Now()), time.Now())
-			held = nil
+			n.signal(ctx, sig)
+		case <-n.flush:
+			n.flushHeld(ctx)
 		}
 	}
+}
+
+// connect finds the notification server on the session bus, or falls back.
+func (n *Notifier) connect(ctx context.Context) server {
+	b, err := dialBus(ctx, n.opts.Bus)
+	if err == nil {
+		n.log.Info("notifications through the session bus", "actions", b.can("actions"), "markup", b.can("body-markup"))
+		return b
+	}
+	switch {
+	case errors.Is(err, errNoBus) && busDesktop():
+		n.log.Warn("no session bus: desktop notifications are off")
+	case errors.Is(err, errNoBus):
+		n.log.Debug("notifications without a session bus")
+	default:
+		n.log.Info("no notification server on the session bus; notifications cannot be answered", "err", err)
+	}
+	return n.fallback()
+}
+
+// busDesktop reports whether notifications on this system go through a
+// session bus.
+func busDesktop() bool {
+	switch runtime.GOOS {
+	case "darwin", "windows", "js", "ios", "android":
+		return false
+	}
+	return true
+}
+
+// fallback is the Sender, where it cannot start a bus: beeep reaches for
+// the session bus itself, and godbus starts one when none is named.
+func (n *Notifier) fallback() server {
+	if noBus(n.opts.Bus) && busDesktop() {
+		return fallback{}
+	}
+	return fallback{send: n.opts.Fallback}
+}
+
+// admit reports whether one more notification may be shown now; when not,
+// the caller holds it for the summary at the end of the window.
+func (n *Notifier) admit() bool {
+	now := time.Now()
+	n.recent = trim(n.recent, now)
+	if len(n.recent) >= BurstSize {
+		if n.flush == nil {
+			n.flush = time.After(n.recent[0].Add(BurstWindow).Sub(now))
+		}
+		return false
+	}
+	n.recent = append(n.recent, now)
+	return true
 }
 
 func trim(times []time.Time, now time.Time) []time.Time {
@@ -102,78 +244,256 @@ func trim(times []time.Time, now time.Time) []time.Time {
 	return times[i:]
 }
 
-// Message is the title and body of the notification of one change. Every
-// text in it comes escaped from the card.
-func Message(ch approvals.Change) (string, string) {
-	c := ch.Card
-	if ch.Kind == approvals.CardDeclined {
-		return c.Worker + ": a request was declined without asking", approvals.FirstLine(approvals.Escape(ch.Why, false), bodyBytes)
-	}
-	var title string
-	switch c.Kind {
-	case approvals.KindCommand:
-		title = c.Worker + " wants to run a command"
-	case approvals.KindNetwork:
-		title = c.Worker + " wants network access to " + approvals.FirstLine(c.Host, 80)
-	case approvals.KindFileChange:
-		title = fmt.Sprintf("%s wants to change %d file%s", c.Worker, len(c.Changes), plural(len(c.Changes)))
-	case approvals.KindPermissions:
-		title = c.Worker + " asks for more permissions"
-	case approvals.KindQuestion:
-		title = c.Worker + " asks a question"
-	default:
-		title = c.Worker + ": " + approvals.FirstLine(c.Server, 60) + " needs your approval"
-	}
-	return title, firstLines(c, 3)
-}
-
-// firstLines is the escaped start of what the card shows: the command, the
-// changed paths, or the permissions.
-func firstLines(c approvals.Card, n int) string {
-	var lines []string
-	switch {
-	case len(c.Changes) > 0:
-		for _, ch := range c.Changes {
-			lines = append(lines, ch.Kind+" "+ch.Path)
+func (n *Notifier) change(ctx context.Context, ch approvals.Change) {
+	id := ch.Card.ID
+	switch ch.Kind {
+	case approvals.CardOpened:
+		if !n.admit() {
+			n.heldCards = append(n.heldCards, ch)
+			return
 		}
-	case c.Command != "":
-		lines = strings.Split(c.Command, "\n")
-	case len(c.Permissions) > 0:
-		lines = c.Permissions
-	default:
-		lines = strings.Split(c.Message, "\n")
-	}
-	more := len(lines) > n
-	if more {
-		lines = lines[:n]
-	}
-	body, cut := approvals.Cap(strings.Join(lines, "\n"), bodyBytes)
-	if more || cut {
-		body += " …"
-	}
-	return body
-}
-
-// Summary is the one notification for a held-back burst.
-func Summary(held []approvals.Change) (string, string) {
-	workers := map[string]int{}
-	var order []string
-	for _, ch := range held {
-		if workers[ch.Card.Worker] == 0 {
-			order = append(order, ch.Card.Worker)
+		n.showCard(ctx, ch.Card, nil)
+	case approvals.CardDeclined:
+		if !n.admit() {
+			n.heldCards = append(n.heldCards, ch)
+			return
 		}
-		workers[ch.Card.Worker]++
+		title, body := Message(ch)
+		n.send(ctx, note{title: title, body: body})
+	case approvals.CardUpdated:
+		if s := n.byCard[id]; s != nil {
+			n.showCard(ctx, ch.Card, s)
+		}
+	case approvals.CardClosed:
+		n.heldCards = slices.DeleteFunc(n.heldCards, func(h approvals.Change) bool {
+			return h.Kind == approvals.CardOpened && h.Card.ID == id
+		})
+		if s := n.byCard[id]; s != nil {
+			n.takeBack(ctx, s)
+		}
+		for _, s := range n.byID {
+			if s.cards[id] {
+				delete(s.cards, id)
+				if len(s.cards) == 0 {
+					n.takeBack(ctx, s)
+				}
+			}
+		}
 	}
-	parts := make([]string, len(order))
-	for i, w := range order {
-		parts[i] = fmt.Sprintf("%s: %d", w, workers[w])
-	}
-	return fmt.Sprintf("%d more requests", len(held)), approvals.FirstLine(strings.Join(parts, ", "), bodyBytes)
 }
 
-func plural(n int) string {
-	if n == 1 {
-		return ""
+// showCard shows a card's notification, or replaces prev with it.
+func (n *Notifier) showCard(ctx context.Context, c approvals.Card, prev *shown) {
+	title, body := Message(approvals.Change{Kind: approvals.CardOpened, Card: c})
+	whole := n.srv.can("body") && holdsWhole(c)
+	if whole {
+		body = strings.TrimSuffix(c.Body, "\n")
 	}
-	return "s"
+	s := &shown{card: c, allow: whole && n.srv.can("actions") && quickYes(c)}
+	nt := note{title: title, body: body, actions: n.actions(c, s.allow), sticky: true}
+	n.replace(ctx, prev, s, nt)
+	if whole && s.id != 0 {
+		// On this branch the queue records a view without naming it; the
+		// answer that follows is recorded as by notification.
+		if err := n.opts.Queue.MarkShownInFull(c.ID, c.Revision); err != nil {
+			n.log.Debug("card changed or closed while its notification was shown", "card", c.ID, "err", err)
+		}
+	}
+}
+
+// replace shows nt as s, in place of prev when there is one.
+func (n *Notifier) replace(ctx context.Context, prev, s *shown, nt note) {
+	if prev != nil {
+		nt.replaces = prev.id
+	}
+	id, err := n.send(ctx, nt)
+	if err != nil {
+		return
+	}
+	if prev != nil {
+		n.forget(prev)
+	}
+	if id != 0 {
+		s.id = id
+		n.byID[id] = s
+		if s.card.ID != "" {
+			n.byCard[s.card.ID] = s
+		}
+	}
+}
+
+// holdsWhole: the card's whole text fits in a notification's body.
+func holdsWhole(c approvals.Card) bool {
+	const wholeBytes, wholeLines = 1024, 12
+	return !c.Truncated && c.Body != "" && len(c.Body) <= wholeBytes && strings.Count(c.Body, "\n") <= wholeLines
+}
+
+// quickYes: the card may be allowed without opening the panel, by the
+// rules the queue applies to an answer by notification (except the ones of
+// time: oldest and settled, which only the queue can judge).
+func quickYes(c approvals.Card) bool {
+	return !c.Truncated && !c.NeedsInput && c.Grants() == "" && slices.Contains(c.Decisions, approvals.DecisionAllow)
+}
+
+func (n *Notifier) actions(c approvals.Card, allow bool) []string {
+	if !n.srv.can("actions") {
+		return nil
+	}
+	var a []string
+	if allow {
+		a = append(a, actionAllow, "Allow")
+	}
+	if slices.Contains(c.Decisions, approvals.DecisionDeny) {
+		a = append(a, actionDeny, "Deny")
+	}
+	return append(a, actionOpen, "Open", actionDefault, "Open")
+}
+
+// send shows nt, its texts escaped for markup where the server parses it,
+// so that a tag in a command cannot hide the text after it.
+func (n *Notifier) send(ctx context.Context, nt note) (uint32, error) {
+	if n.srv.can("body-markup") {
+		nt.title, nt.body = html.EscapeString(nt.title), html.EscapeString(nt.body)
+	}
+	id, err := n.srv.show(ctx, nt)
+	if err != nil {
+		n.log.Warn("notification", "err", err)
+	}
+	return id, err
+}
+
+// takeBack closes a notification whose card closed.
+func (n *Notifier) takeBack(ctx context.Context, s *shown) {
+	n.forget(s)
+	if err := n.srv.takeBack(ctx, s.id); err != nil {
+		n.log.Debug("take back a notification", "err", err) // the person may have closed it
+	}
+}
+
+func (n *Notifier) forget(s *shown) {
+	delete(n.byID, s.id)
+	if n.byCard[s.card.ID] == s {
+		delete(n.byCard, s.card.ID)
+	}
+}
+
+func (n *Notifier) turn(ctx context.Context, te supervisor.TurnEnded) {
+	if !n.admit() {
+		n.heldTurns = append(n.heldTurns, te)
+		return
+	}
+	title, body := TurnMessage(te)
+	n.send(ctx, note{title: title, body: body})
+}
+
+// flushHeld sums up what a burst held back.
+func (n *Notifier) flushHeld(ctx context.Context) {
+	n.flush = nil
+	if len(n.heldCards) > 0 {
+		title, body := Summary(n.heldCards)
+		s := &shown{cards: map[string]bool{}}
+		for _, ch := range n.heldCards {
+			if ch.Kind == approvals.CardOpened {
+				s.cards[ch.Card.ID] = true
+			}
+		}
+		nt := note{title: title, body: body}
+		if len(s.cards) > 0 {
+			nt.sticky = true
+			if n.srv.can("actions") {
+				nt.actions = []string{actionOpen, "Open", actionDefault, "Open"}
+			}
+		}
+		n.replace(ctx, nil, s, nt)
+		n.recent = append(trim(n.recent, time.Now()), time.Now())
+	}
+	if len(n.heldTurns) > 0 {
+		title, body := TurnSummary(n.heldTurns)
+		n.send(ctx, note{title: title, body: body})
+		n.recent = append(trim(n.recent, time.Now()), time.Now())
+	}
+	n.heldCards, n.heldTurns = nil, nil
+}
+
+// signal follows what the person did with a notification.
+func (n *Notifier) signal(ctx context.Context, sig *dbus.Signal) {
+	if !n.srv.from(ctx, sig) {
+		n.log.Warn("ignored a notification signal that the notification server did not send", "sender", sig.Sender, "name", sig.Name)
+		return
+	}
+	switch sig.Name {
+	case busInterface + ".ActionInvoked":
+		var id uint32
+		var key string
+		if err := dbus.Store(sig.Body, &id, &key); err != nil {
+			n.log.Warn("malformed ActionInvoked", "err", err)
+			return
+		}
+		if s := n.byID[id]; s != nil {
+			n.action(ctx, s, key)
+		}
+	case busInterface + ".NotificationClosed":
+		var id, reason uint32
+		if err := dbus.Store(sig.Body, &id, &reason); err != nil {
+			n.log.Warn("malformed NotificationClosed", "err", err)
+			return
+		}
+		if s := n.byID[id]; s != nil {
+			n.forget(s)
+		}
+	}
+}
+
+func (n *Notifier) action(ctx context.Context, s *shown, key string) {
+	switch key {
+	case actionDefault, actionOpen:
+		if n.opts.OpenPanel != nil {
+			n.opts.OpenPanel(s.card.ID)
+		}
+	case actionAllow:
+		if !s.allow {
+			n.log.Warn("ignored Allow on a notification that does not offer it", "card", s.card.ID)
+			return
+		}
+		n.answer(ctx, s, approvals.DecisionAllow)
+	case actionDeny:
+		if s.card.ID != "" {
+			n.answer(ctx, s, approvals.DecisionDeny)
+		}
+	}
+}
+
+// answer sends the decision on the revision the notification showed. A
+// notification replaced in place keeps its id, so a click just as the new
+// revision appears is read as on the new one: the queue refuses an Allow on
+// a card that changed within the settle delay, so it does not count.
+// A refusal is explained by a notification that, while the card is open,
+// takes the place of the card's, with the same actions.
+func (n *Notifier) answer(ctx context.Context, s *shown, d approvals.Decision) {
+	sent, err := n.opts.Queue.Answer(approvals.Answer{Card: s.card.ID, Revision: s.card.Revision, Decision: d, By: approvals.ByNotification})
+	if err == nil {
+		n.log.Info("answered from a notification", "card", sent.Card.ID, "decision", sent.Decision)
+		return
+	}
+	n.log.Warn("answer from a notification refused", "card", s.card.ID, "decision", d, "err", err)
+	// The server has usually closed the notification on the click already.
+	n.takeBack(ctx, s)
+	nt := note{title: "Not answered from the notification", body: Refusal(s.card, err)}
+	if gone(err) {
+		n.send(ctx, nt)
+		return
+	}
+	again := &shown{card: s.card, allow: s.allow}
+	nt.actions, nt.sticky = n.actions(s.card, s.allow), true
+	n.replace(ctx, nil, again, nt)
+}
+
+// gone: the card can no longer be answered at all.
+func gone(err error) bool {
+	for _, e := range []error{approvals.ErrClosed, approvals.ErrAlreadyAnswered, approvals.ErrUnknownCard, approvals.ErrNotSent} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }

@@ -2,14 +2,337 @@ package notify
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"codexgate/approvals"
+	"codexgate/approvals/approvalstest"
+	"codexgate/supervisor"
 )
+
+const (
+	fileChange = `{"threadId":"T","turnId":"U","itemId":"p1","startedAtMs":1,"reason":null,"grantRoot":%s}`
+	patchItem  = `{"type":"fileChange","id":"p1","changes":[{"path":"/w/a.txt","kind":{"type":"add"},"diff":"%s\n"}]}`
+)
+
+var allCaps = []string{"actions", "body", "body-markup"}
+
+func commandParams(item, command string) string {
+	cmd, _ := json.Marshal(command)
+	return fmt.Sprintf(`{"threadId":"T","turnId":"U","itemId":%q,"startedAtMs":1,"command":%s,"cwd":"/w","availableDecisions":["accept","acceptForSession","decline","cancel"]}`, item, cmd)
+}
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// harness is a notifier on a private bus with a fake notification server,
+// answering into a real queue.
+type harness struct {
+	t     *testing.T
+	srv   *fakeServer
+	q     *approvals.Queue
+	audit *approvalstest.Audit
+	clk   *clock
+	n     *Notifier
+
+	mu     sync.Mutex // protects opened
+	opened []string
+}
+
+func start(t *testing.T, caps ...string) *harness {
+	t.Helper()
+	addr := privateBus(t)
+	h := &harness{t: t, srv: startServer(t, addr, caps...), audit: &approvalstest.Audit{}, clk: &clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}}
+	h.q = approvals.NewQueue(approvals.Options{
+		Limits: approvals.Limits{ShowBytes: 4096, MaxBytes: 1 << 20}, SettleDelay: time.Second,
+		Audit: h.audit, Now: h.clk.Now, Log: slog.New(slog.DiscardHandler),
+		OnChange: func(ch approvals.Change) { h.n.Notice(ch) },
+	})
+	h.n = New(Options{Bus: addr, Queue: h.q, OpenPanel: h.open, Turns: true, Log: slog.New(slog.DiscardHandler)})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { h.n.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return h
+}
+
+func (h *harness) open(cardID string) {
+	h.mu.Lock()
+	h.opened = append(h.opened, cardID)
+	h.mu.Unlock()
+}
+
+func (h *harness) command(worker, id, command string) (approvals.Card, *approvalstest.Replies) {
+	req, replies := approvalstest.Request(h.t, worker, 1, id, approvals.MethodCommandApproval, commandParams("i"+id, command), "")
+	h.q.Open(req)
+	cards := h.q.Cards()
+	return cards[len(cards)-1], replies
+}
+
+// answered waits for the audit record of the card's answer.
+func (h *harness) answered(card string) approvals.Record {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, r := range h.audit.Records() {
+			if r.Event == "end" && r.Card == card && r.Decision != "" {
+				return r
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	h.t.Fatalf("card %s was not answered: %+v", card, h.audit.Records())
+	return approvals.Record{}
+}
+
+func TestCardNotifications(t *testing.T) {
+	t.Parallel()
+	long := "echo " + strings.Repeat("x", 1100)
+	for _, tc := range []struct {
+		name        string
+		caps        []string
+		worker, cmd string
+		grantRoot   string // a fileChange card when set
+		allow       bool   // Allow is offered, and the card is shown whole
+		title       string
+		body        []string // in the body
+	}{
+		{name: "command", caps: allCaps, worker: "api", cmd: "echo <b>x</b> & y", allow: true,
+			title: "api wants to run a command", body: []string{"command:    echo &lt;b&gt;x&lt;/b&gt; &amp; y", "cwd:        /w"}},
+		{name: "summary escaped", caps: allCaps, worker: "w<i>", cmd: "ls", allow: true,
+			title: "w&lt;i&gt; wants to run a command", body: []string{"worker:     w&lt;i&gt;"}},
+		{name: "no markup", caps: []string{"actions", "body"}, worker: "w<i>", cmd: "echo <b>", allow: true,
+			title: "w<i> wants to run a command", body: []string{"command:    echo <b>"}},
+		{name: "no actions", caps: []string{"body", "body-markup"}, worker: "api", cmd: "ls",
+			title: "api wants to run a command", body: []string{"command:    ls"}},
+		{name: "too long to show whole", caps: allCaps, worker: "api", cmd: long,
+			title: "api wants to run a command", body: []string{"echo xxx", " …"}},
+		{name: "truncated", caps: allCaps, worker: "api", cmd: "echo " + strings.Repeat("y", 5000),
+			title: "api wants to run a command", body: []string{" …"}},
+		{name: "grants", caps: allCaps, worker: "api", grantRoot: `"/w"`,
+			title: "api wants to change 1 file", body: []string{"grantRoot:  /w", "+hello"}},
+		{name: "file change", caps: allCaps, worker: "api", grantRoot: "null", allow: true,
+			title: "api wants to change 1 file", body: []string{"file:       add /w/a.txt", "+hello"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := start(t, tc.caps...)
+			var card approvals.Card
+			if tc.grantRoot != "" {
+				req, _ := approvalstest.Request(t, tc.worker, 1, "0", approvals.MethodFileChangeApproval, fmt.Sprintf(fileChange, tc.grantRoot), fmt.Sprintf(patchItem, "hello"))
+				h.q.Open(req)
+				card = h.q.Cards()[0]
+			} else {
+				card, _ = h.command(tc.worker, "0", tc.cmd)
+			}
+			c := h.srv.wait(1)[0]
+			if c.method != "Notify" || c.replaces != 0 || c.expire != 0 {
+				t.Errorf("call %+v, want a Notify that stays until taken back", c)
+			}
+			if c.title != tc.title {
+				t.Errorf("title %q, want %q", c.title, tc.title)
+			}
+			for _, want := range tc.body {
+				if !strings.Contains(c.body, want) {
+					t.Errorf("body lacks %q:\n%s", want, c.body)
+				}
+			}
+			var keys []string
+			for i := 0; i+1 < len(c.actions); i += 2 {
+				keys = append(keys, c.actions[i])
+			}
+			wantKeys := []string{"deny", "open", "default"}
+			switch {
+			case !slices.Contains(tc.caps, "actions"):
+				wantKeys = nil
+			case tc.allow:
+				wantKeys = append([]string{"allow"}, wantKeys...)
+			}
+			if !slices.Equal(keys, wantKeys) {
+				t.Errorf("actions %q, want the keys %q", c.actions, wantKeys)
+			}
+			// The card is recorded as shown in full when, and only when, the
+			// body held it whole.
+			whole := tc.allow || tc.name == "no actions" || tc.name == "grants"
+			deadline := time.Now().Add(5 * time.Second)
+			for h.q.Cards()[0].ShownInFull != whole && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if got := h.q.Cards()[0].ShownInFull; got != whole {
+				t.Errorf("card %s shown in full: %v, want %v", card.ID, got, whole)
+			}
+		})
+	}
+}
+
+func TestNewRevisionReplacesAndCloseTakesBack(t *testing.T) {
+	t.Parallel()
+	h := start(t, allCaps...)
+	req, replies := approvalstest.Request(t, "api", 1, "0", approvals.MethodFileChangeApproval, fmt.Sprintf(fileChange, "null"), fmt.Sprintf(patchItem, "first"))
+	h.q.Open(req)
+	first := h.srv.wait(1)[0]
+	h.q.Event(approvals.Event{Kind: approvals.ItemUpdated, Worker: "api", Session: 1, ItemID: "p1", Item: json.RawMessage(fmt.Sprintf(patchItem, "second"))})
+	second := h.srv.wait(2)[1]
+	if second.method != "Notify" || second.replaces != first.id || !strings.Contains(second.body, "+second") || strings.Contains(second.body, "+first") {
+		t.Fatalf("new revision: %+v, want a Notify replacing %d", second, first.id)
+	}
+	card := h.q.Cards()[0]
+	if _, err := h.q.Answer(approvals.Answer{Card: card.ID, Revision: 2, Decision: approvals.DecisionDeny, By: approvals.ByCLI}); err != nil {
+		t.Fatal(err)
+	}
+	if c := h.srv.wait(3)[2]; c.method != "CloseNotification" || c.id != first.id {
+		t.Errorf("answered elsewhere: %+v, want CloseNotification %d", c, first.id)
+	}
+	if len(replies.Sent()) != 1 {
+		t.Errorf("replies %s", replies.Sent())
+	}
+
+	// A card that closes without an answer is taken back too.
+	h.command("api", "1", "ls")
+	opened := h.srv.wait(4)[3]
+	h.q.Event(approvals.Event{Kind: approvals.WorkerExited, Worker: "api", Session: 1})
+	if c := h.srv.wait(5)[4]; c.method != "CloseNotification" || c.id != opened.id {
+		t.Errorf("worker exited: %+v, want CloseNotification %d", c, opened.id)
+	}
+}
+
+func TestActionsAnswerTheRevisionShown(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		key      string
+		decision approvals.Decision
+		reply    string
+	}{
+		{"allow", approvals.DecisionAllow, `{"decision":"accept"}`},
+		{"deny", approvals.DecisionDeny, `{"decision":"decline"}`},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			t.Parallel()
+			h := start(t, allCaps...)
+			card, replies := h.command("api", "0", "ls")
+			n := h.srv.wait(1)[0]
+			h.clk.Add(2 * time.Second) // past the settle delay
+			h.srv.invoke(n.id, tc.key)
+			r := h.answered(card.ID)
+			if r.By != approvals.ByNotification || r.Decision != tc.decision || r.Revision != card.Revision {
+				t.Errorf("audit %+v, want %s by notification at revision %d", r, tc.decision, card.Revision)
+			}
+			if s := replies.Sent(); len(s) != 1 || string(s[0]) != tc.reply {
+				t.Errorf("replies %s, want %s", s, tc.reply)
+			}
+		})
+	}
+}
+
+func TestClickOpensThePanelAtTheCard(t *testing.T) {
+	t.Parallel()
+	h := start(t, allCaps...)
+	card, _ := h.command("api", "0", "ls")
+	h.srv.invoke(h.srv.wait(1)[0].id, "default")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h.mu.Lock()
+		opened := slices.Clone(h.opened)
+		h.mu.Unlock()
+		if slices.Equal(opened, []string{card.ID}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("panel opened at %q, want %q", opened, card.ID)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(h.q.Cards()) != 1 {
+		t.Error("a click answered the card")
+	}
+}
+
+func TestRefusedAllowIsExplained(t *testing.T) {
+	t.Parallel()
+	h := start(t, allCaps...)
+	card, replies := h.command("api", "0", "rm a.txt")
+	first := h.srv.wait(1)[0]
+	h.srv.invoke(first.id, "allow") // inside the settle delay
+	calls := h.srv.wait(3)
+	if calls[1].method != "CloseNotification" || calls[1].id != first.id {
+		t.Errorf("the refused notification was not taken back: %+v", calls[1])
+	}
+	why := calls[2]
+	if why.method != "Notify" || why.title != "Not answered from the notification" ||
+		!strings.Contains(why.body, "api command rm a.txt: it just arrived or changed; look at it, then press again") {
+		t.Fatalf("explanation %+v", why)
+	}
+	if !slices.Contains(why.actions, "allow") || why.expire != 0 {
+		t.Errorf("the explanation does not stand for the card: %+v", why)
+	}
+	if len(h.q.Cards()) != 1 || len(replies.Sent()) != 0 {
+		t.Fatal("an Allow inside the settle delay answered the card")
+	}
+	// Pressed again once the card settled, it answers.
+	h.clk.Add(2 * time.Second)
+	h.srv.invoke(why.id, "allow")
+	if r := h.answered(card.ID); r.Decision != approvals.DecisionAllow || r.By != approvals.ByNotification {
+		t.Errorf("audit %+v", r)
+	}
+}
+
+func TestTurnNotifications(t *testing.T) {
+	t.Parallel()
+	h := start(t, allCaps...)
+	h.n.TurnEnded(supervisor.TurnEnded{Worker: "api", Status: "completed", LastMessage: "Done: <b>all</b>\nsecond line\n"})
+	c := h.srv.wait(1)[0]
+	if c.title != "api finished: Done: &lt;b&gt;all&lt;/b&gt;" || c.body != "second line" || len(c.actions) != 0 || c.expire != -1 {
+		t.Errorf("turn finished: %+v", c)
+	}
+	h.n.SetTurns(false)
+	h.n.TurnEnded(supervisor.TurnEnded{Worker: "api", Status: "failed", Error: "boom"})
+	h.n.SetTurns(true)
+	h.n.TurnEnded(supervisor.TurnEnded{Worker: "web", Status: "interrupted"})
+	if c := h.srv.wait(2)[1]; c.title != "web stopped" {
+		t.Errorf("with turns off then on again: %+v", c)
+	}
+}
+
+func TestTurnMessages(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		te          supervisor.TurnEnded
+		title, body string
+	}{
+		{supervisor.TurnEnded{Worker: "api", Status: "completed", LastMessage: "All done."}, "api finished: All done.", ""},
+		{supervisor.TurnEnded{Worker: "api", Status: "completed"}, "api finished", ""},
+		{supervisor.TurnEnded{Worker: "api", Status: "completed", LastMessage: "a\x1b[31mred\nb\nc\nd\ne"}, "api finished: a\\u{1b}[31mred", "b\nc\nd …"},
+		{supervisor.TurnEnded{Worker: "api", Status: "completed", LastMessage: strings.Repeat("z", 400)}, "api finished: " + strings.Repeat("z", 160) + " …", ""},
+		{supervisor.TurnEnded{Worker: "api", Status: "failed", Error: "stream disconnected\nretry later"}, "api failed: stream disconnected", "retry later"},
+		{supervisor.TurnEnded{Worker: "api", Status: "interrupted", LastMessage: "half"}, "api stopped", ""},
+	} {
+		title, body := TurnMessage(tc.te)
+		if title != tc.title || body != tc.body {
+			t.Errorf("TurnMessage(%+v) = %q / %q, want %q / %q", tc.te, title, body, tc.title, tc.body)
+		}
+	}
+}
 
 func TestMessages(t *testing.T) {
 	t.Parallel()
@@ -34,6 +357,22 @@ func TestMessages(t *testing.T) {
 	}
 }
 
+func TestRefusal(t *testing.T) {
+	t.Parallel()
+	c := approvals.Card{Worker: "api", Kind: approvals.KindCommand, Command: "ls"}
+	for err, want := range map[error]string{
+		approvals.ErrTooSoon:    "api command ls: it just arrived or changed; look at it, then press again",
+		approvals.ErrGrants:     "api command ls: it grants access; allow it from the panel",
+		approvals.ErrNeedsInput: "api command ls: it needs an answer typed in the panel",
+		approvals.ErrTruncated:  "api command ls: it is too long to see here; open the panel and use Show all",
+		errors.New("other"):     "api command ls: card x: other",
+	} {
+		if got := Refusal(c, fmt.Errorf("card x: %w", err)); got != want {
+			t.Errorf("Refusal(%v) = %q, want %q", err, got, want)
+		}
+	}
+}
+
 type sent struct {
 	mu    sync.Mutex
 	notes []string
@@ -52,31 +391,55 @@ func (s *sent) all() []string {
 	return append([]string(nil), s.notes...)
 }
 
-func TestBurstsAreCoalescedAndMarkupEscaped(t *testing.T) {
+// On a bus without a notification server, the fallback shows each
+// notification, escaped, and bursts are still summed up.
+func TestFallbackBurstsAreCoalescedAndMarkupEscaped(t *testing.T) {
 	t.Parallel()
 	s := &sent{}
-	n := New(s.send, slog.New(slog.DiscardHandler))
+	n := New(Options{Bus: privateBus(t), Fallback: s.send, Turns: true, Log: slog.New(slog.DiscardHandler)})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go n.Run(ctx)
 	for i := range 10 {
 		cmd := "echo <b>" + strings.Repeat("x", i) + "</b> &"
-		n.Notice(approvals.Change{Kind: approvals.CardOpened, Card: approvals.Card{Worker: "api", Kind: approvals.KindCommand, Command: cmd}})
+		n.Notice(approvals.Change{Kind: approvals.CardOpened, Card: approvals.Card{ID: fmt.Sprint(i), Worker: "api", Kind: approvals.KindCommand, Command: cmd}})
 	}
-	n.Notice(approvals.Change{Kind: approvals.CardClosed}) // not notified
+	n.Notice(approvals.Change{Kind: approvals.CardClosed, Card: approvals.Card{ID: "9"}}) // a held card that closed
 	deadline := time.Now().Add(5 * time.Second)
-	for len(s.all()) < BurstSize+1 && time.Now().Before(deadline) {
+	for len(s.all()) < BurstSize && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	for range 4 { // in the same burst window
+		n.TurnEnded(supervisor.TurnEnded{Worker: "web", Status: "completed"})
+	}
+	for len(s.all()) < BurstSize+2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	time.Sleep(2 * BurstWindow)
 	got := s.all()
-	if len(got) != BurstSize+1 {
-		t.Fatalf("%d notifications for a burst of 10: %q", len(got), got)
+	if len(got) != BurstSize+2 {
+		t.Fatalf("%d notifications for a burst of 14: %q", len(got), got)
 	}
-	if !strings.Contains(got[0], "echo &lt;b&gt;&lt;/b&gt; &amp;") {
+	if got[0] != "api wants to run a command|echo &lt;b&gt;&lt;/b&gt; &amp;" {
 		t.Errorf("markup not escaped: %q", got[0])
 	}
-	if got[BurstSize] != "7 more requests|api: 7" {
+	if got[BurstSize] != "6 more requests|api: 6" {
 		t.Errorf("summary = %q", got[BurstSize])
+	}
+	if got[BurstSize+1] != "4 more turns ended|web finished, web finished, web finished, web finished" {
+		t.Errorf("turn summary = %q", got[BurstSize+1])
+	}
+}
+
+// Without a session bus nothing may start one: on Linux the fallback, which
+// would, is not used either.
+func TestNoBusIsNeverStarted(t *testing.T) {
+	t.Parallel()
+	for _, addr := range []string{"", "autolaunch:"} {
+		n := New(Options{Bus: addr, Fallback: func(string, string) error { return nil }, Log: slog.New(slog.DiscardHandler)})
+		srv := n.connect(context.Background())
+		if f, ok := srv.(fallback); !ok || (f.send != nil) == busDesktop() {
+			t.Errorf("bus %q: server %#v", addr, srv)
+		}
 	}
 }

@@ -1,0 +1,186 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+)
+
+// The freedesktop notification server, as the Desktop Notifications
+// Specification names it.
+const (
+	busName      = "org.freedesktop.Notifications"
+	busPath      = dbus.ObjectPath("/org/freedesktop/Notifications")
+	busInterface = "org.freedesktop.Notifications"
+	callTimeout  = 5 * time.Second
+)
+
+var errNoBus = errors.New("no session bus")
+
+// note is one notification as a server is asked to show it. Its texts
+// are escaped for markup just before they are sent.
+type note struct {
+	replaces uint32
+	title    string
+	body     string
+	actions  []string // key, label, key, label...
+	// sticky notifications stay until taken back: a card's stays as long
+	// as the card is open.
+	sticky bool
+}
+
+// server shows notifications: the session bus's notification server, or a
+// fallback without ids or actions.
+type server interface {
+	// show returns the notification's id, 0 when it cannot be taken back.
+	show(ctx context.Context, n note) (uint32, error)
+	takeBack(ctx context.Context, id uint32) error
+	// can reports a capability of the server ("actions", "body", "body-markup").
+	can(capability string) bool
+	// signals are ActionInvoked and NotificationClosed, from the server
+	// only; nil when there are none. The channel closes with the connection.
+	signals() <-chan *dbus.Signal
+	// from reports whether sig was sent by the notification server.
+	from(ctx context.Context, sig *dbus.Signal) bool
+	close()
+}
+
+// bus is a private connection to the notification server: the notifier's
+// own, so that its signals reach only the notifier and it closes with it.
+type bus struct {
+	conn  *dbus.Conn
+	obj   dbus.BusObject
+	caps  map[string]bool
+	owner string // the unique name of the server
+	sigs  chan *dbus.Signal
+}
+
+// dialBus connects to the session bus at address and asks its notification
+// server for its capabilities; it fails when there is no bus or no server.
+// It never starts a bus: an empty or "autolaunch:" address is no bus.
+func dialBus(ctx context.Context, address string) (*bus, error) {
+	if noBus(address) {
+		return nil, errNoBus
+	}
+	conn, err := dbus.Connect(address, dbus.WithSignalHandler(dbus.NewSequentialSignalHandler()))
+	if err != nil {
+		return nil, fmt.Errorf("connect to the session bus: %w", err)
+	}
+	b := &bus{conn: conn, obj: conn.Object(busName, busPath), caps: map[string]bool{}, sigs: make(chan *dbus.Signal, 64)}
+	var caps []string
+	if err := b.call(ctx, "GetCapabilities").Store(&caps); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("ask the notification server for its capabilities: %w", err)
+	}
+	for _, c := range caps {
+		b.caps[c] = true
+	}
+	if err := b.resolveOwner(ctx); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if err := conn.AddMatchSignalContext(ctx, dbus.WithMatchSender(busName), dbus.WithMatchObjectPath(busPath), dbus.WithMatchInterface(busInterface)); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("listen to the notification server: %w", err)
+	}
+	conn.Signal(b.sigs)
+	return b, nil
+}
+
+// noBus: the address names no running bus, only one to be started.
+func noBus(address string) bool {
+	return address == "" || strings.HasPrefix(address, "autolaunch:")
+}
+
+func (b *bus) call(ctx context.Context, method string, args ...any) *dbus.Call {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	return b.obj.CallWithContext(ctx, busInterface+"."+method, 0, args...)
+}
+
+func (b *bus) resolveOwner(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	var owner string
+	if err := b.conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetNameOwner", 0, busName).Store(&owner); err != nil {
+		return fmt.Errorf("find the notification server: %w", err)
+	}
+	b.owner = owner
+	return nil
+}
+
+func (b *bus) show(ctx context.Context, n note) (uint32, error) {
+	expire := int32(-1) // the server's default
+	if n.sticky {
+		expire = 0 // never
+	}
+	actions := n.actions
+	if actions == nil {
+		actions = []string{}
+	}
+	hints := map[string]dbus.Variant{"urgency": dbus.MakeVariant(byte(1))}
+	var id uint32
+	err := b.call(ctx, "Notify", "Codexgate", n.replaces, "", n.title, n.body, actions, hints, expire).Store(&id)
+	if err != nil {
+		return 0, fmt.Errorf("notify: %w", err)
+	}
+	return id, nil
+}
+
+func (b *bus) takeBack(ctx context.Context, id uint32) error {
+	if err := b.call(ctx, "CloseNotification", id).Err; err != nil {
+		return fmt.Errorf("close notification %d: %w", id, err)
+	}
+	return nil
+}
+
+func (b *bus) can(capability string) bool { return b.caps[capability] }
+
+func (b *bus) signals() <-chan *dbus.Signal { return b.sigs }
+
+// from checks the sender: a signal sent straight to this connection
+// reaches it whatever the match rules, and any client of the bus could
+// send one that looks like a click on Allow. A server that restarted has
+// a new unique name, so a mismatch is checked once more against the
+// current owner.
+func (b *bus) from(ctx context.Context, sig *dbus.Signal) bool {
+	if sig.Path != busPath {
+		return false
+	}
+	if sig.Sender == b.owner {
+		return true
+	}
+	if err := b.resolveOwner(ctx); err != nil {
+		return false
+	}
+	return sig.Sender == b.owner
+}
+
+func (b *bus) close() { b.conn.Close() }
+
+// fallback is a server that can only show text (beeep elsewhere than on a
+// session bus's notification server).
+type fallback struct{ send Sender }
+
+func (f fallback) show(_ context.Context, n note) (uint32, error) {
+	if f.send == nil {
+		return 0, nil
+	}
+	return 0, f.send(n.title, n.body)
+}
+
+func (fallback) takeBack(context.Context, uint32) error { return nil }
+
+// can: the fallback may reach a server that parses markup, so texts are
+// escaped; it shows nothing that could be answered, nor the whole card.
+func (fallback) can(capability string) bool { return capability == "body-markup" }
+
+func (fallback) signals() <-chan *dbus.Signal { return nil }
+
+func (fallback) from(context.Context, *dbus.Signal) bool { return false }
+
+func (fallback) close() {}

@@ -1,0 +1,131 @@
+package notify
+
+import (
+	"bufio"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+)
+
+// privateBus starts a session bus of the test's own and returns its address.
+func privateBus(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command("dbus-daemon", "--session", "--nofork", "--print-address")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start dbus-daemon: %v", err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("dbus-daemon address: %v", err)
+	}
+	return strings.TrimSpace(addr)
+}
+
+// call is one method call the fake server received.
+type call struct {
+	method   string
+	id       uint32 // the notification's id: returned by Notify, or closed
+	replaces uint32
+	title    string
+	body     string
+	actions  []string
+	expire   int32
+}
+
+// fakeServer is an org.freedesktop.Notifications server with the given
+// capabilities that records what it is asked.
+type fakeServer struct {
+	t    *testing.T
+	conn *dbus.Conn
+	caps []string
+
+	mu    sync.Mutex // protects calls, next
+	calls []call
+	next  uint32
+}
+
+func startServer(t *testing.T, address string, caps ...string) *fakeServer {
+	t.Helper()
+	conn, err := dbus.Connect(address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	f := &fakeServer{t: t, conn: conn, caps: caps}
+	if err := conn.Export(f, busPath, busInterface); err != nil {
+		t.Fatal(err)
+	}
+	if reply, err := conn.RequestName(busName, dbus.NameFlagDoNotQueue); err != nil || reply != dbus.RequestNameReplyPrimaryOwner {
+		t.Fatalf("request %s: %v %v", busName, reply, err)
+	}
+	return f
+}
+
+func (f *fakeServer) GetCapabilities() ([]string, *dbus.Error) { return f.caps, nil }
+
+func (f *fakeServer) GetServerInformation() (string, string, string, string, *dbus.Error) {
+	return "fake", "codexgate", "1", "1.2", nil
+}
+
+func (f *fakeServer) Notify(app string, replaces uint32, icon, title, body string, actions []string, hints map[string]dbus.Variant, expire int32) (uint32, *dbus.Error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id := replaces
+	if id == 0 {
+		f.next++
+		id = f.next
+	}
+	f.calls = append(f.calls, call{method: "Notify", id: id, replaces: replaces, title: title, body: body, actions: actions, expire: expire})
+	return id, nil
+}
+
+func (f *fakeServer) CloseNotification(id uint32) *dbus.Error {
+	f.mu.Lock()
+	f.calls = append(f.calls, call{method: "CloseNotification", id: id})
+	f.mu.Unlock()
+	f.closed(id, 3)
+	return nil
+}
+
+// invoke is a person choosing an action; like most servers, it then
+// closes the notification.
+func (f *fakeServer) invoke(id uint32, key string) {
+	f.t.Helper()
+	if err := f.conn.Emit(busPath, busInterface+".ActionInvoked", id, key); err != nil {
+		f.t.Fatal(err)
+	}
+	f.closed(id, 2)
+}
+
+// closed announces a closed notification. It may come after the test
+// ended and closed the connection; then nobody listens any more.
+func (f *fakeServer) closed(id, reason uint32) {
+	_ = f.conn.Emit(busPath, busInterface+".NotificationClosed", id, reason)
+}
+
+// wait returns the calls once there are n.
+func (f *fakeServer) wait(n int) []call {
+	f.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f.mu.Lock()
+		calls := append([]call(nil), f.calls...)
+		f.mu.Unlock()
+		if len(calls) >= n {
+			return calls
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%d calls, want %d: %+v", len(calls), n, calls)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
