@@ -40,7 +40,7 @@ func BenchmarkBuildLargeDiff(b *testing.B) {
 		fmt.Fprintf(&diff, "+\tfmt.Println(\"line %d of a generated file, with some ünïcödé\")\n", diff.Len())
 	}
 	item, _ := json.Marshal(map[string]any{"type": "fileChange", "id": "call_resp_0",
-		"changes": []any{map[string]any{"path": "/opt/big.go", "kind": map[string]any{"type": "update"}, "diff": diff.String()}}})
+		"changes": []any{map[string]any{"path": b.TempDir() + "/big.go", "kind": map[string]any{"type": "add"}, "diff": diff.String()}}})
 	r := Request{Worker: "w", Method: MethodFileChangeApproval, Params: json.RawMessage(fileChangeParams), Item: item}
 	b.SetBytes(int64(diff.Len()))
 	b.ReportAllocs()
