@@ -3,6 +3,7 @@ package approvals
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -77,7 +78,7 @@ func escape(s string, mode escapeMode) string {
 		}
 		b.WriteString(s[plain:i])
 		if count > blankMax {
-			writeMarker(&b, run, count, mode)
+			writeMarker(&b, run, count)
 		} else {
 			writeEscaped(&b, run, mode)
 		}
@@ -171,18 +172,30 @@ func writeEscaped(b *strings.Builder, run string, mode escapeMode) {
 		case r == '\t':
 			b.WriteString(`\t`)
 		default:
-			b.WriteString(escapeOne(run[i:i+size], r))
+			writeEscape(b, kindOf(r, size, run[i]))
 		}
 		i += size
 	}
 }
 
-// escapeOne is the visible escape of one code point, or of one invalid byte.
-func escapeOne(s string, r rune) string {
-	if r == utf8.RuneError && len(s) == 1 {
-		return fmt.Sprintf(`\x{%02x}`, s[0])
+// kindOf is r, or for an invalid byte c, -1-c.
+func kindOf(r rune, size int, c byte) rune {
+	if r == utf8.RuneError && size == 1 {
+		return -1 - rune(c)
 	}
-	return fmt.Sprintf(`\u{%x}`, r)
+	return r
+}
+
+// writeEscape writes the visible escape of a code point, \u{202e}, or of
+// an invalid byte (a kind below 0), \x{ff}.
+func writeEscape(b *strings.Builder, kind rune) {
+	if kind < 0 {
+		fmt.Fprintf(b, `\x{%02x}`, -1-kind)
+		return
+	}
+	b.WriteString(`\u{`)
+	b.WriteString(strconv.FormatInt(int64(kind), 16))
+	b.WriteByte('}')
 }
 
 // markerKinds is how many kinds of blank a marker names at most.
@@ -191,18 +204,12 @@ const markerKinds = 4
 // writeMarker writes a long run of blanks as one marker: ⟨15 tabs⟩,
 // ⟨30 spaces⟩, ⟨30 blanks⟩ for spaces and tabs, and, when the run holds
 // anything else, the kinds it holds: ⟨40 blanks: spaces, \u{34f}⟩.
-func writeMarker(b *strings.Builder, run string, count int, mode escapeMode) {
-	var kinds []string
+func writeMarker(b *strings.Builder, run string, count int) {
+	var kinds []rune
 	more := false
 	for i := 0; i < len(run); {
 		r, size := utf8.DecodeRuneInString(run[i:])
-		kind := escapeOne(run[i:i+size], r)
-		switch r {
-		case ' ':
-			kind = "spaces"
-		case '\t':
-			kind = "tabs"
-		}
+		kind := kindOf(r, size, run[i])
 		i += size
 		switch {
 		case slices.Contains(kinds, kind):
@@ -212,14 +219,30 @@ func writeMarker(b *strings.Builder, run string, count int, mode escapeMode) {
 			kinds = append(kinds, kind)
 		}
 	}
+	spaces, tabs := slices.Contains(kinds, ' '), slices.Contains(kinds, '\t')
 	fmt.Fprintf(b, "⟨%d ", count)
 	switch {
-	case len(kinds) == 1 && (kinds[0] == "spaces" || kinds[0] == "tabs"):
-		b.WriteString(kinds[0])
-	case len(kinds) == 2 && slices.Contains(kinds, "spaces") && slices.Contains(kinds, "tabs"):
+	case len(kinds) == 1 && spaces:
+		b.WriteString("spaces")
+	case len(kinds) == 1 && tabs:
+		b.WriteString("tabs")
+	case len(kinds) == 2 && spaces && tabs:
 		b.WriteString("blanks")
 	default:
-		b.WriteString("blanks: " + strings.Join(kinds, ", "))
+		b.WriteString("blanks: ")
+		for i, k := range kinds {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			switch k {
+			case ' ':
+				b.WriteString("spaces")
+			case '\t':
+				b.WriteString("tabs")
+			default:
+				writeEscape(b, k)
+			}
+		}
 		if more {
 			b.WriteString(", …")
 		}
@@ -233,28 +256,29 @@ func writeMarker(b *strings.Builder, run string, count int, mode escapeMode) {
 // missing from Go's Other_Default_Ignorable_Code_Point).
 var blankLetters = &unicode.RangeTable{R16: []unicode.Range16{{Lo: 0x2800, Hi: 0x2800, Stride: 1}}, R32: []unicode.Range32{{Lo: 0x16fe4, Hi: 0x16fe4, Stride: 1}}}
 
-// hidden reports whether r does not show as itself, and so is escaped.
+// hidden reports whether r does not show as itself, and so is escaped:
+// controls (Cc), format characters (Cf: bidi controls, zero-width marks,
+// soft hyphen, tags), private use (Co), surrogates (Cs), unassigned code
+// points (Cn: nothing to show, and a later Unicode may give them any
+// shape), line and paragraph separators (Zl, Zp), spaces other than U+0020
+// (Zs), and the letters, marks and symbols that are default-ignorable
+// (U+034F, U+115F, U+1160, U+17B4/5, U+3164, U+FFA0, ...), variation
+// selectors (U+180B–U+180D, U+180F, U+FE00–U+FE0F, U+E0100–U+E01EF) or
+// blank (U+2800).
 func hidden(r rune) bool {
 	switch {
-	case r < 0x20, r >= 0x7f && r <= 0x9f: // C0 (ESC among them), DEL, C1
-		return true
 	case r < 0x7f:
-		return false
+		return r < 0x20 // C0, ESC among them
+	case r <= 0x9f: // DEL, C1
+		return true
 	case r == utf8.RuneError: // a real U+FFFD hides what it replaced
 		return true
-	case unicode.In(r,
-		unicode.Cf,             // format: bidi controls, zero-width, soft hyphen, tags
-		unicode.Co,             // private use
-		unicode.Cs,             // surrogates
-		unicode.Zl, unicode.Zp, // line and paragraph separators
-		unicode.Zs, // spaces that look like ' ' (U+0020 is handled above)
-		unicode.Other_Default_Ignorable_Code_Point, // U+034F, U+115F, U+1160, U+17B4/5, U+3164, U+FFA0, ...
-		unicode.Variation_Selector,                 // U+180B–U+180D, U+180F, U+FE00–U+FE0F, U+E0100–U+E01EF
-		blankLetters):
-		return true
+	case unicode.IsLetter(r), unicode.IsNumber(r), unicode.IsPunct(r), unicode.IsSymbol(r):
+		return unicode.In(r, unicode.Other_Default_Ignorable_Code_Point, blankLetters)
+	case unicode.IsMark(r):
+		return unicode.In(r, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector, blankLetters)
 	}
-	// Unassigned (Cn): nothing to show, and a later Unicode may give it any shape.
-	return !unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S)
+	return true // C, Z and unassigned
 }
 
 // Cap cuts s to at most limit bytes at a rune boundary, preferring the end
