@@ -209,7 +209,7 @@ func (q *Queue) rereadFiles(a Answer) (reread, error) {
 	id := e.card.ID
 	if !slices.Contains(q.open, e) || e.card.Revision != r.revision {
 		q.mu.Unlock()
-		return reread{}, fmt.Errorf("card %s: %w: it changed while its files were read", id, ErrStale)
+		return reread{}, fmt.Errorf("card %s: %w: it changed while its files were read", id, ErrStale) // closed, or revised by a patch update
 	}
 	why := "its files changed on disk since it was shown (" + line(path) + ")"
 	ch := q.revise(e, req, b, berr, lim, why)
@@ -220,11 +220,11 @@ func (q *Queue) rereadFiles(a Answer) (reread, error) {
 	return reread{}, fmt.Errorf("card %s: %w: %s", id, ErrClosed, ch.Why)
 }
 
-// confirm reports ErrStale unless a yes goes to the card whose files were
-// read, at the revision they were read for; q.mu is held.
+// confirm reports ErrStale unless a yes goes to the card that rereadFiles
+// looked at, at the same revision; q.mu is held.
 func (r reread) confirm(e *entry) error {
 	if r.allows && (r.e != e || e.card.Revision != r.revision) {
-		return fmt.Errorf("%w: it changed while its files were read", ErrStale)
+		return fmt.Errorf("%w: it changed while the answer was checked", ErrStale)
 	}
 	return nil
 }
