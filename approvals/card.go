@@ -158,11 +158,17 @@ var DefaultLimits = Limits{ShowBytes: 64 << 10, MaxBytes: 4 << 20, OpenCards: 10
 
 // orDefault is l with DefaultLimits where it has zero.
 func (l Limits) orDefault() Limits {
-	d := DefaultLimits
-	for _, f := range []struct{ v, def *int }{{&l.ShowBytes, &d.ShowBytes}, {&l.MaxBytes, &d.MaxBytes}, {&l.OpenCards, &d.OpenCards}, {&l.OpenBytes, &d.OpenBytes}} {
-		if *f.v <= 0 {
-			*f.v = *f.def
-		}
+	if l.ShowBytes <= 0 {
+		l.ShowBytes = DefaultLimits.ShowBytes
+	}
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultLimits.MaxBytes
+	}
+	if l.OpenCards <= 0 {
+		l.OpenCards = DefaultLimits.OpenCards
+	}
+	if l.OpenBytes <= 0 {
+		l.OpenBytes = DefaultLimits.OpenBytes
 	}
 	return l
 }
@@ -174,9 +180,9 @@ func (r *refusal) Error() string { return r.reason }
 
 func refuse(format string, args ...any) error { return &refusal{fmt.Sprintf(format, args...)} }
 
-// built is a card with what answering it needs. It keeps no raw request:
-// what a card keeps is its capped texts, the whole shown text, the replies
-// and the hashes of the files it showed (see size).
+// built is a card with what answering it needs: its capped texts, the
+// whole shown text, the replies and the hashes of the files it showed. The
+// raw request is not in it (see keep for what of it a card keeps).
 type built struct {
 	card Card
 	// replies maps each offered decision to the exact result it sends.

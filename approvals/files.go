@@ -53,6 +53,9 @@ func (d *disk) file(path string) (string, bool, error) {
 	if errors.Is(err, errTooLarge) {
 		return "", false, refuse("the files this change touches are larger than the %d-byte limit, so it cannot be shown", d.limit)
 	}
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		err = pe.Err // the path is named, escaped, below
+	}
 	if err != nil {
 		return "", false, refuse("%s cannot be shown: %v", line(path), err)
 	}
@@ -66,6 +69,8 @@ func (d *disk) file(path string) (string, bool, error) {
 	return s, exists, nil
 }
 
+// Paths are kept as codex wrote them, not cleaned: the system resolves them
+// for codex, and so for these reads, the same way.
 func (d *disk) write(path, content string) { d.pending[path] = &content }
 func (d *disk) remove(path string)         { d.pending[path] = nil }
 
