@@ -161,7 +161,7 @@ func configPath(path string, log *slog.Logger) (string, error) {
 }
 
 func cardLimits(c config.Cards) approvals.Limits {
-	return approvals.Limits{ShowBytes: c.ShowBytes, MaxBytes: c.MaxBytes}
+	return approvals.Limits{ShowBytes: c.ShowBytes, MaxBytes: c.MaxBytes, OpenCards: c.MaxOpenCards, OpenBytes: c.MaxOpenBytes}
 }
 
 // specs turns the config's workers into what the supervisor runs.

@@ -1,8 +1,13 @@
 package approvals
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +16,7 @@ import (
 // BenchmarkOpenAnswer opens and answers one card while 1,000 others are
 // open across 10 workers: the cost of the queue's bookkeeping per card.
 func BenchmarkOpenAnswer(b *testing.B) {
-	q := NewQueue(Options{Audit: nopAudit{}})
+	q := NewQueue(Options{Audit: nopAudit{}, Limits: Limits{OpenCards: 1001}})
 	reply := func(json.RawMessage) error { return nil }
 	params := func(i int) json.RawMessage {
 		return json.RawMessage(fmt.Sprintf(`{"threadId":"T","turnId":"U","itemId":"i%d","startedAtMs":1,"command":"make test %d","cwd":"/w"}`, i, i))
@@ -40,7 +45,7 @@ func BenchmarkBuildLargeDiff(b *testing.B) {
 		fmt.Fprintf(&diff, "+\tfmt.Println(\"line %d of a generated file, with some ünïcödé\")\n", diff.Len())
 	}
 	item, _ := json.Marshal(map[string]any{"type": "fileChange", "id": "call_resp_0",
-		"changes": []any{map[string]any{"path": "/opt/big.go", "kind": map[string]any{"type": "update"}, "diff": diff.String()}}})
+		"changes": []any{map[string]any{"path": b.TempDir() + "/big.go", "kind": map[string]any{"type": "add"}, "diff": diff.String()}}})
 	r := Request{Worker: "w", Method: MethodFileChangeApproval, Params: json.RawMessage(fileChangeParams), Item: item}
 	b.SetBytes(int64(diff.Len()))
 	b.ReportAllocs()
@@ -59,4 +64,97 @@ func BenchmarkBuildLargeDiff(b *testing.B) {
 	}
 	perCopy := time.Since(start) / time.Duration(b.N)
 	b.ReportMetric(float64(perBuild)/float64(max(perCopy, 1)), "x-plain-copy")
+}
+
+// largeCommand is a command request of about size bytes, with code points
+// that are escaped and runs that are marked.
+func largeCommand(id, size int) Request {
+	var cmd strings.Builder
+	for cmd.Len() < (size-200)*65/75 { // a line is 65 bytes, 75 in JSON
+		cmd.WriteString("echo 'a line of a very long script \u202e with ünïcödé'\t\t\t\t\t\t\t\t\t\t;\n")
+	}
+	params, _ := json.Marshal(map[string]any{"threadId": "T", "turnId": "U", "itemId": fmt.Sprint("i", id), "startedAtMs": 1, "command": cmd.String(), "cwd": "/w"})
+	return Request{Worker: "w", Session: 1, ID: fmt.Sprint(id), Method: MethodCommandApproval, Params: params, Reply: func(json.RawMessage) error { return nil }}
+}
+
+func TestCardsKeepNoRawRequest(t *testing.T) {
+	t.Parallel()
+	q := NewQueue(Options{Audit: nopAudit{}})
+	r := largeCommand(0, 1<<20)
+	q.Open(r)
+	q.Open(req(MethodFileChangeApproval, fileChangeParams, startedFileChange))
+	if len(q.open) != 2 {
+		t.Fatalf("%d cards", len(q.open))
+	}
+	big, small := q.open[0], q.open[1]
+	if big.req.Params != nil || big.req.Item != nil || big.req.Reply == nil {
+		t.Error("a command card keeps its raw request")
+	}
+	if len(big.card.Command) > DefaultLimits.ShowBytes || len(big.card.Body) > DefaultLimits.ShowBytes || !big.card.Truncated {
+		t.Errorf("capped texts: command %d, body %d", len(big.card.Command), len(big.card.Body))
+	}
+	// "Show all" still has every byte of what is shown.
+	full, c, err := q.Full(big.card.ID)
+	var p struct{ Command string }
+	json.Unmarshal(r.Params, &p)
+	if err != nil || len(full) != c.FullBytes || !strings.Contains(full, strings.ReplaceAll(Escape(p.Command, true), "\n", "\n            ")) {
+		t.Errorf("full text: %d bytes of %d, %v", len(full), c.FullBytes, err)
+	}
+	// A small file change keeps what building it again needs.
+	if small.req.Params == nil || small.req.Item == nil || len(small.files) != 2 {
+		t.Errorf("file change keeps params %v, item %v, files %d", small.req.Params != nil, small.req.Item != nil, len(small.files))
+	}
+}
+
+// BenchmarkOpenLargeRequests opens 40 requests of 4 MB and reports how
+// much the heap and the resident set grew, beside the caps on open cards
+// that bound it.
+func BenchmarkOpenLargeRequests(b *testing.B) {
+	reqs := make([]Request, 40)
+	for i := range reqs {
+		reqs[i] = largeCommand(i, 4_000_000)
+	}
+	lim := DefaultLimits
+	var heap, rss float64
+	var open int
+	for b.Loop() {
+		debug.FreeOSMemory()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		rssBefore := residentBytes()
+		q := NewQueue(Options{Audit: nopAudit{}, Limits: lim})
+		for _, r := range reqs {
+			q.Open(r)
+		}
+		debug.FreeOSMemory() // what the cards keep, not garbage the runtime has yet to return
+		runtime.ReadMemStats(&after)
+		heap = float64(after.HeapAlloc) - float64(before.HeapAlloc)
+		rss = float64(residentBytes() - rssBefore)
+		open = len(q.Cards())
+		runtime.KeepAlive(q)
+	}
+	b.ReportMetric(heap/(1<<20), "heap-growth-MiB")
+	b.ReportMetric(rss/(1<<20), "rss-growth-MiB")
+	b.ReportMetric(float64(open), "open-cards")
+	b.ReportMetric(float64(lim.OpenBytes)/(1<<20), "cap-MiB")
+	b.ReportMetric(float64(lim.OpenCards), "cap-cards")
+	b.Logf("40 requests of 4 MB: heap +%.0f MiB, resident +%.0f MiB, %d cards open; caps %d cards, %d MiB",
+		heap/(1<<20), rss/(1<<20), open, lim.OpenCards, lim.OpenBytes>>20)
+}
+
+// residentBytes is the process's resident set (VmRSS), 0 where /proc has none.
+func residentBytes() int {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if kb, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")))
+			return n << 10
+		}
+	}
+	return 0
 }

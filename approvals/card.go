@@ -26,6 +26,21 @@ type FileChange struct {
 	Path     string `json:"path"`
 	Kind     string `json:"kind"` // add, delete, update, move
 	MovePath string `json:"movePath,omitempty"`
+	// Replaces: the file written (Path, or MovePath for a move) exists on
+	// disk now, and the diff shown is against it.
+	Replaces bool `json:"replaces,omitempty"`
+}
+
+// describe is the change in a few words: "add /p (replaces an existing file)".
+func (f FileChange) describe() string {
+	s := f.Kind + " " + f.Path
+	if f.MovePath != "" {
+		s += " -> " + f.MovePath
+	}
+	if f.Replaces {
+		s += " (replaces an existing file)"
+	}
+	return s
 }
 
 // Field is one input of an elicitation form or one question.
@@ -109,7 +124,7 @@ func (c *Card) Summary(limit int) string {
 	case len(c.Changes) > 0:
 		paths := make([]string, len(c.Changes))
 		for i, ch := range c.Changes {
-			paths[i] = ch.Kind + " " + ch.Path
+			paths[i] = ch.describe()
 		}
 		return FirstLine(strings.Join(paths, ", "), limit)
 	case c.Command != "":
@@ -128,11 +143,35 @@ func (d Decision) Allows() bool { return d != DecisionDeny && d != DecisionStop 
 // Limits bound what a card shows and what is refused outright.
 type Limits struct {
 	ShowBytes int // the shown text of a card
-	MaxBytes  int // above: declined without asking
+	// MaxBytes: a larger request is declined without asking, and so is a
+	// file change whose files on disk are larger together.
+	MaxBytes int
+	// OpenCards and OpenBytes cap the open cards, in number and in the
+	// bytes they keep; past them, requests are declined without asking.
+	OpenCards int
+	OpenBytes int
 }
 
-// DefaultLimits are 64 KiB shown, 4 MiB at most.
-var DefaultLimits = Limits{ShowBytes: 64 << 10, MaxBytes: 4 << 20}
+// DefaultLimits are 64 KiB shown, 4 MiB at most, 1,000 open cards keeping
+// 64 MiB at most.
+var DefaultLimits = Limits{ShowBytes: 64 << 10, MaxBytes: 4 << 20, OpenCards: 1000, OpenBytes: 64 << 20}
+
+// orDefault is l with DefaultLimits where it has zero.
+func (l Limits) orDefault() Limits {
+	if l.ShowBytes <= 0 {
+		l.ShowBytes = DefaultLimits.ShowBytes
+	}
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultLimits.MaxBytes
+	}
+	if l.OpenCards <= 0 {
+		l.OpenCards = DefaultLimits.OpenCards
+	}
+	if l.OpenBytes <= 0 {
+		l.OpenBytes = DefaultLimits.OpenBytes
+	}
+	return l
+}
 
 // refusal is a request declined without asking, and why.
 type refusal struct{ reason string }
@@ -141,20 +180,41 @@ func (r *refusal) Error() string { return r.reason }
 
 func refuse(format string, args ...any) error { return &refusal{fmt.Sprintf(format, args...)} }
 
-// built is a card with what answering it needs.
+// built is a card with what answering it needs: its capped texts, the
+// whole shown text, the replies and the hashes of the files it showed. The
+// raw request is not in it (see keep for what of it a card keeps).
 type built struct {
 	card Card
 	// replies maps each offered decision to the exact result it sends.
 	replies map[Decision]json.RawMessage
 	// form answers are built from the person's values.
 	form formKind
-	// full is the whole shown text, uncapped, for the "Show all" view.
+	// full is the whole shown text, uncapped and escaped, for "Show all":
+	// it is kept whole, because a truncated card may be allowed only once
+	// every byte of it was shown, and it cannot be built again from the
+	// request (dropped) or from the files (they may have changed). Body is
+	// its first ShowBytes and shares its memory; it counts against
+	// Limits.OpenBytes.
 	full string
+	// files are the files on disk a file change showed, as they were read,
+	// for the re-read before a yes.
+	files []shownFile
+}
+
+// size is about how many bytes b keeps.
+func (b *built) size() int {
+	c := &b.card
+	n := len(b.full) + len(c.Command) + len(c.Diff) + 1024
+	for _, r := range b.replies {
+		n += len(r)
+	}
+	return n + len(b.files)*(len(shownFile{}.sum)+64)
 }
 
 // build turns a request into a card, or a refusal (an error) when it cannot
 // show what would happen.
 func build(req Request, lim Limits) (*built, error) {
+	lim = lim.orDefault()
 	if size := len(req.Params) + len(req.Item); size > lim.MaxBytes {
 		return nil, refuse("the request is %d bytes, above the %d-byte limit", size, lim.MaxBytes)
 	}
@@ -164,7 +224,7 @@ func build(req Request, lim Limits) (*built, error) {
 	case MethodCommandApproval:
 		b, err = buildCommand(req.Params)
 	case MethodFileChangeApproval:
-		b, err = buildFileChange(req.Params, req.Item)
+		b, err = buildFileChange(req.Params, req.Item, lim)
 	case MethodPermissions:
 		b, err = buildPermissions(req.Params)
 	case MethodElicitation:
@@ -256,11 +316,7 @@ func render(c *Card, lim Limits) string {
 		field("field", f.Name+" ("+desc+"): "+f.Label)
 	}
 	for _, ch := range c.Changes {
-		target := ch.Path
-		if ch.MovePath != "" {
-			target += " -> " + ch.MovePath
-		}
-		field("file", ch.Kind+" "+target)
+		field("file", ch.describe())
 	}
 	if c.Diff != "" {
 		b.WriteString("\n")
@@ -273,8 +329,18 @@ func render(c *Card, lim Limits) string {
 	c.FullBytes = len(full)
 	var cut [3]bool
 	c.Body, cut[0] = Cap(full, lim.ShowBytes)
-	c.Command, cut[1] = Cap(c.Command, lim.ShowBytes)
-	c.Diff, cut[2] = Cap(c.Diff, lim.ShowBytes)
+	c.Command, cut[1] = capCopy(c.Command, lim.ShowBytes)
+	c.Diff, cut[2] = capCopy(c.Diff, lim.ShowBytes)
 	c.Truncated = cut[0] || cut[1] || cut[2]
 	return full
+}
+
+// capCopy is Cap, copying what it keeps when it cut, so that the whole
+// text can be freed.
+func capCopy(s string, limit int) (string, bool) {
+	s, cut := Cap(s, limit)
+	if cut {
+		s = strings.Clone(s)
+	}
+	return s, cut
 }

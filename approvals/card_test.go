@@ -3,6 +3,9 @@ package approvals
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,16 +15,39 @@ import (
 
 // Real message shapes, as codex 0.171.0 sent them (PROTOCOL.md).
 const (
-	escalatedCommand  = `{"kind":"command","threadId":"T","turnId":"U","itemId":"call_resp_0","startedAtMs":1796009056456,"environmentId":"local","reason":"Need to write outside the workspace?","command":"/bin/bash -lc 'touch /opt/probe_escalated.txt && echo done'","cwd":"/w","commandActions":[{"type":"unknown","command":"touch /opt/probe_escalated.txt && echo done"}],"proposedExecpolicyAmendment":["touch","/opt/probe_escalated.txt"],"availableDecisions":["accept",{"acceptWithExecpolicyAmendment":{"execpolicy_amendment":["touch","/opt/probe_escalated.txt"]}},"cancel"]}`
-	withPermissions   = `{"kind":"command","threadId":"T","turnId":"U","itemId":"call_resp_0","startedAtMs":1,"reason":"write to /opt/addperm","command":"/bin/bash -lc 'mkdir -p /opt/addperm && touch /opt/addperm/y && echo ok'","cwd":"/w","additionalPermissions":{"network":null,"fileSystem":{"read":null,"write":["/opt/addperm"],"entries":[{"path":{"type":"path","path":"/opt/addperm"},"access":"write"}]}},"proposedExecpolicyAmendment":["mkdir","-p","/opt/addperm"],"availableDecisions":["accept","cancel"]}`
-	networkCommand    = `{"kind":"command","threadId":"T","turnId":"U","itemId":"network#http#example.com#80","approvalId":"network#http#example.com#80","startedAtMs":1,"reason":"example.com is not in the allowed_domains","command":"network-access http://example.com:80","cwd":"/w","networkApprovalContext":{"host":"example.com","protocol":"http"},"proposedNetworkPolicyAmendments":[{"host":"example.com","action":"allow"}],"availableDecisions":["accept","acceptForSession",{"applyNetworkPolicyAmendment":{"network_policy_amendment":{"host":"example.com","action":"allow"}}},"cancel"]}`
-	fileChangeParams  = `{"threadId":"T","turnId":"U","itemId":"call_resp_0","startedAtMs":1796009071374,"reason":null,"grantRoot":null}`
-	startedFileChange = `{"type":"fileChange","id":"call_resp_0","changes":[{"path":"/opt/probe_accept/new.txt","kind":{"type":"add"},"diff":"hello outside\n"},{"path":"/w/main.go","kind":{"type":"update","move_path":null},"diff":"@@ -1,2 +1,2 @@\n package main\n-var x = 1\n+var x = 2\n"}],"status":"inProgress"}`
-	permissionParams  = `{"threadId":"T","turnId":"U","itemId":"call_resp_0","environmentId":"local","startedAtMs":1,"cwd":"/w","reason":"Need to write build output","permissions":{"network":{"enabled":true},"fileSystem":{"read":null,"write":["/opt/perm_a","/opt/perm_b"],"entries":[{"path":{"type":"path","path":"/opt/perm_a"},"access":"write"},{"path":{"type":"path","path":"/opt/perm_b"},"access":"write"}]}}}`
-	questionParams    = `{"threadId":"T","turnId":"U","itemId":"call_resp_0","questions":[{"id":"db_choice","header":"Database","question":"Which database should I use?","isOther":true,"isSecret":false,"options":[{"label":"Postgres (Recommended)","description":"Mature"},{"label":"SQLite","description":"Simple"}]}],"isBlocking":false,"autoResolutionMs":null}`
-	formElicitation   = `{"threadId":"T","turnId":"U","serverName":"tickets","mode":"form","message":"Create the ticket?","requestedSchema":{"type":"object","properties":{"title":{"type":"string","title":"Title"},"priority":{"type":"string","enum":["low","high"]},"count":{"type":"integer"},"urgent":{"type":"boolean"}},"required":["title"]},"_meta":null}`
-	elicitationURL    = `{"threadId":"T","turnId":null,"serverName":"auth","mode":"url","message":"Sign in","url":"https://example.com/login","elicitationId":"e1","_meta":null}`
+	escalatedCommand = `{"kind":"command","threadId":"T","turnId":"U","itemId":"call_resp_0","startedAtMs":1796009056456,"environmentId":"local","reason":"Need to write outside the workspace?","command":"/bin/bash -lc 'touch /opt/probe_escalated.txt && echo done'","cwd":"/w","commandActions":[{"type":"unknown","command":"touch /opt/probe_escalated.txt && echo done"}],"proposedExecpolicyAmendment":["touch","/opt/probe_escalated.txt"],"availableDecisions":["accept",{"acceptWithExecpolicyAmendment":{"execpolicy_amendment":["touch","/opt/probe_escalated.txt"]}},"cancel"]}`
+	withPermissions  = `{"kind":"command","threadId":"T","turnId":"U","itemId":"call_resp_0","startedAtMs":1,"reason":"write to /opt/addperm","command":"/bin/bash -lc 'mkdir -p /opt/addperm && touch /opt/addperm/y && echo ok'","cwd":"/w","additionalPermissions":{"network":null,"fileSystem":{"read":null,"write":["/opt/addperm"],"entries":[{"path":{"type":"path","path":"/opt/addperm"},"access":"write"}]}},"proposedExecpolicyAmendment":["mkdir","-p","/opt/addperm"],"availableDecisions":["accept","cancel"]}`
+	networkCommand   = `{"kind":"command","threadId":"T","turnId":"U","itemId":"network#http#example.com#80","approvalId":"network#http#example.com#80","startedAtMs":1,"reason":"example.com is not in the allowed_domains","command":"network-access http://example.com:80","cwd":"/w","networkApprovalContext":{"host":"example.com","protocol":"http"},"proposedNetworkPolicyAmendments":[{"host":"example.com","action":"allow"}],"availableDecisions":["accept","acceptForSession",{"applyNetworkPolicyAmendment":{"network_policy_amendment":{"host":"example.com","action":"allow"}}},"cancel"]}`
+	fileChangeParams = `{"threadId":"T","turnId":"U","itemId":"call_resp_0","startedAtMs":1796009071374,"reason":null,"grantRoot":null}`
+	permissionParams = `{"threadId":"T","turnId":"U","itemId":"call_resp_0","environmentId":"local","startedAtMs":1,"cwd":"/w","reason":"Need to write build output","permissions":{"network":{"enabled":true},"fileSystem":{"read":null,"write":["/opt/perm_a","/opt/perm_b"],"entries":[{"path":{"type":"path","path":"/opt/perm_a"},"access":"write"},{"path":{"type":"path","path":"/opt/perm_b"},"access":"write"}]}}}`
+	questionParams   = `{"threadId":"T","turnId":"U","itemId":"call_resp_0","questions":[{"id":"db_choice","header":"Database","question":"Which database should I use?","isOther":true,"isSecret":false,"options":[{"label":"Postgres (Recommended)","description":"Mature"},{"label":"SQLite","description":"Simple"}]}],"isBlocking":false,"autoResolutionMs":null}`
+	formElicitation  = `{"threadId":"T","turnId":"U","serverName":"tickets","mode":"form","message":"Create the ticket?","requestedSchema":{"type":"object","properties":{"title":{"type":"string","title":"Title"},"priority":{"type":"string","enum":["low","high"]},"count":{"type":"integer"},"urgent":{"type":"boolean"}},"required":["title"]},"_meta":null}`
+	elicitationURL   = `{"threadId":"T","turnId":null,"serverName":"auth","mode":"url","message":"Sign in","url":"https://example.com/login","elicitationId":"e1","_meta":null}`
 )
+
+// workspace holds the files the file change cards of these tests read:
+// main.go, which startedFileChange updates.
+var workspace string
+
+// startedFileChange adds new.txt and updates main.go in workspace.
+var startedFileChange string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "approvals-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	workspace = dir
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\nvar x = 1\n"), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	startedFileChange = `{"type":"fileChange","id":"call_resp_0","changes":[{"path":"` + dir + `/new.txt","kind":{"type":"add"},"diff":"hello outside\n"},{"path":"` + dir + `/main.go","kind":{"type":"update","move_path":null},"diff":"@@ -1,2 +1,2 @@\n package main\n-var x = 1\n+var x = 2\n"}],"status":"inProgress"}`
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 func req(method, params, item string) Request {
 	r := Request{Worker: "api", Session: 1, ID: "0", Method: method, Params: json.RawMessage(params)}
@@ -102,7 +128,7 @@ func TestBuildCards(t *testing.T) {
 			decisions: []Decision{DecisionAllow, DecisionAllowSession, DecisionDeny, DecisionStop},
 			replies:   map[Decision]string{DecisionAllow: `{"decision":"accept"}`, DecisionDeny: `{"decision":"decline"}`},
 			check: func(t *testing.T, c *Card) {
-				want := "*** add /opt/probe_accept/new.txt\n+hello outside\n*** update /w/main.go\n@@ -1,2 +1,2 @@\n package main\n-var x = 1\n+var x = 2\n"
+				want := "*** add " + workspace + "/new.txt\n+hello outside\n*** update " + workspace + "/main.go (replaces an existing file)\n@@ -1,2 +1,2 @@\n package main\n-var x = 1\n+var x = 2\n"
 				if c.Diff != want {
 					t.Errorf("diff = %q\nwant %q", c.Diff, want)
 				}
@@ -276,41 +302,10 @@ func TestDeclinedWithoutAsking(t *testing.T) {
 	}
 }
 
-func TestEscape(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name, in, want string
-		multiline      bool
-	}{
-		{"plain", "rm a.txt", "rm a.txt", false},
-		{"right-to-left override", "rm \u202etxt.exe", `rm \u{202e}txt.exe`, false},
-		{"isolates and marks", "a\u2066b\u2069c\u200fd\u061c", `a\u{2066}b\u{2069}c\u{200f}d\u{61c}`, false},
-		{"ansi escape", "\x1b[2K\x1b[1Aok", `\u{1b}[2K\u{1b}[1Aok`, false},
-		{"zero width", "r\u200bm \ufeff\u2060x", `r\u{200b}m \u{feff}\u{2060}x`, false},
-		{"carriage return", "safe\rrm -rf ~", `safe\u{d}rm -rf ~`, true},
-		{"newline kept in multiline", "a\nb", "a\nb", true},
-		{"newline escaped in one line", "a\nb", `a\u{a}b`, false},
-		{"tab kept in multiline", "\tx", "\tx", true},
-		{"tab escaped in one line", "a\tb", `a\tb`, false},
-		{"invalid utf-8", "a\xffb", `a\x{ff}b`, false},
-		{"c1 control", "a\u0085b", `a\u{85}b`, false},
-		{"odd spaces", "a\u00a0b\u3000c", `a\u{a0}b\u{3000}c`, false},
-		{"tag characters", "x\U000E0041", `x\u{e0041}`, false},
-		{"hangul filler", "a\u3164b", `a\u{3164}b`, false},
-		{"long run of spaces", "echo hi" + strings.Repeat(" ", 40) + "; rm -rf ~", `echo hi\u{20}×40; rm -rf ~`, false},
-		{"short run of spaces", "a    b", "a    b", false},
-		{"unicode text", "héllo wörld ✓", "héllo wörld ✓", false},
-	} {
-		if got := Escape(tc.in, tc.multiline); got != tc.want {
-			t.Errorf("%s: Escape(%q) = %q, want %q", tc.name, tc.in, got, tc.want)
-		}
-	}
-}
-
 func TestCapAndTruncation(t *testing.T) {
 	t.Parallel()
 	big := strings.Repeat("+line of an added file ✓\n", 10000)
-	item := `{"type":"fileChange","id":"call_resp_0","changes":[{"path":"/opt/big.txt","kind":{"type":"update"},"diff":` + mustString(big) + `}]}`
+	item := `{"type":"fileChange","id":"call_resp_0","changes":[{"path":"` + t.TempDir() + `/big.txt","kind":{"type":"add"},"diff":` + mustString(big) + `}]}`
 	b, err := build(req(MethodFileChangeApproval, fileChangeParams, item), Limits{ShowBytes: 4096, MaxBytes: 4 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +314,7 @@ func TestCapAndTruncation(t *testing.T) {
 	if !c.Truncated || len(c.Body) > 4096 || len(c.Diff) > 4096 || c.FullBytes <= 4096 || len(b.full) != c.FullBytes {
 		t.Errorf("truncated %v body %d diff %d full %d", c.Truncated, len(c.Body), len(c.Diff), c.FullBytes)
 	}
-	if !strings.HasSuffix(c.Body, "\n") || !strings.Contains(b.full, big) {
+	if !strings.HasSuffix(c.Body, "\n") || !strings.Contains(b.full, prefixLines(big, "+")) {
 		t.Error("the cap does not end at a line, or the full text lost bytes")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -244,7 +245,7 @@ type fileChangeItem struct {
 	} `json:"changes"`
 }
 
-func buildFileChange(raw, itemRaw json.RawMessage) (*built, error) {
+func buildFileChange(raw, itemRaw json.RawMessage, lim Limits) (*built, error) {
 	var p struct {
 		ids
 		Reason    *string `json:"reason"`
@@ -278,6 +279,7 @@ func buildFileChange(raw, itemRaw json.RawMessage) (*built, error) {
 	var diff strings.Builder
 	diff.Grow(len(itemRaw))
 	exact := sha256.New()
+	files := newDisk(lim.MaxBytes)
 	for _, ch := range item.Changes {
 		if ch.Path == "" {
 			return nil, refuse("a change of item %q has no path", p.ItemID)
@@ -288,29 +290,23 @@ func buildFileChange(raw, itemRaw json.RawMessage) (*built, error) {
 		default:
 			return nil, refuse("change of %q has unknown kind %q", ch.Path, kind)
 		}
-		shown := FileChange{Path: line(ch.Path), Kind: kind}
-		if ch.Kind.MovePath != nil && *ch.Kind.MovePath != "" {
-			shown.Kind, shown.MovePath = "move", line(*ch.Kind.MovePath)
-		}
-		c.Changes = append(c.Changes, shown)
 		for _, part := range []string{ch.Path, "\x00", ch.Diff, "\x00"} {
 			io.WriteString(exact, part)
 		}
-		fmt.Fprintf(&diff, "*** %s %s\n", shown.Kind, shown.Path)
-		body := ch.Diff
-		switch kind {
-		case "add": // the diff of an added file is its content
-			body = prefixLines(body, "+")
-		case "delete":
-			body = prefixLines(body, "-")
+		move := ""
+		if ch.Kind.MovePath != nil && *ch.Kind.MovePath != "" {
+			move = *ch.Kind.MovePath
 		}
-		diff.WriteString(Escape(body, true))
-		if !strings.HasSuffix(body, "\n") {
-			diff.WriteString("\n")
+		shown, body, err := showChange(files, ch.Path, kind, move, ch.Diff)
+		if err != nil {
+			return nil, err
 		}
+		c.Changes = append(c.Changes, shown)
+		diff.WriteString(body)
 	}
 	c.Diff = diff.String()
 	c.DiffSHA256 = hex.EncodeToString(exact.Sum(nil))
+	b.files = files.read
 	b.replies = map[Decision]json.RawMessage{
 		DecisionAllow:        decision("accept"),
 		DecisionAllowSession: decision("acceptForSession"),
@@ -319,6 +315,82 @@ func buildFileChange(raw, itemRaw json.RawMessage) (*built, error) {
 	}
 	c.Decisions = orderDecisions(b.replies)
 	return b, nil
+}
+
+// showChange shows one change as it will really land, against the files as
+// they are on disk now (and as earlier changes of the same item leave
+// them): an add or update of an existing file as a diff against it, a move
+// as the whole file written at its destination and the removal of its
+// source, a delete as what it removes. A diff that does not apply to the
+// file on disk is a refusal: what would land cannot be known.
+func showChange(files *disk, path, kind, move, diff string) (FileChange, string, error) {
+	shown := FileChange{Path: line(path), Kind: kind}
+	var body strings.Builder
+	header := func(text string) {
+		body.WriteString("*** " + text + "\n")
+	}
+	// section writes a change's lines, escaped, keeping their indentation.
+	section := func(lines string) {
+		body.WriteString(escape(lines, diffLines))
+		if lines != "" && !strings.HasSuffix(lines, "\n") {
+			body.WriteString("\n")
+		}
+	}
+	old, exists, err := files.file(path)
+	if err != nil {
+		return shown, "", err
+	}
+	if !exists && kind != "add" {
+		return shown, "", refuse("%s does not exist on disk, so the %s cannot be shown", shown.Path, kind)
+	}
+	switch {
+	case kind == "add":
+		shown.Replaces = exists
+		header(shown.describe())
+		if exists {
+			section(unifiedDiff(old, diff, 3, false))
+		} else {
+			section(prefixLines(diff, "+")) // the diff of an added file is its content
+		}
+		files.write(path, diff)
+	case kind == "delete":
+		header(shown.describe())
+		section(prefixLines(old, "-"))
+		files.remove(path)
+	case move == "":
+		updated, err := applyDiff(old, diff)
+		if err != nil {
+			return shown, "", refuse("the diff of %s does not apply to the file on disk: %v", shown.Path, err)
+		}
+		shown.Replaces = true
+		header(shown.describe())
+		section(unifiedDiff(old, updated, 3, false))
+		files.write(path, updated)
+	default:
+		if filepath.Clean(move) == filepath.Clean(path) {
+			return shown, "", refuse("%s is moved onto itself", shown.Path)
+		}
+		updated, err := applyDiff(old, diff)
+		if err != nil {
+			return shown, "", refuse("the diff of %s does not apply to the file on disk: %v", shown.Path, err)
+		}
+		dest, destExists, err := files.file(move)
+		if err != nil {
+			return shown, "", err
+		}
+		shown.Kind, shown.MovePath, shown.Replaces = "move", line(move), destExists
+		header(shown.describe())
+		header(fmt.Sprintf("write %s: the whole file as it will be written", shown.MovePath))
+		if destExists {
+			section(unifiedDiff(dest, updated, 0, true))
+		} else {
+			section(prefixLines(updated, "+"))
+		}
+		header(fmt.Sprintf("delete %s: moved to %s", shown.Path, shown.MovePath))
+		files.write(move, updated)
+		files.remove(path)
+	}
+	return shown, body.String(), nil
 }
 
 func prefixLines(s, prefix string) string {

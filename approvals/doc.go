@@ -5,7 +5,9 @@
 // the exact reply the protocol expects, and writes the audit log before any
 // reply goes out.
 //
-// It is plain Go: no Fyne, no processes, no sockets. Queue is the one owner
+// It is plain Go: no Fyne, no processes, no sockets; it reads the files a
+// file change touches (capped, never under the queue's lock) to show them as
+// they will land and to read them again before a yes. Queue is the one owner
 // of card state; its methods are safe for concurrent use, and OnChange is
 // called in order outside its lock. Fakes for tests that use it are in
 // approvalstest.

@@ -96,8 +96,11 @@ type Queue struct {
 
 type entry struct {
 	*built
-	req Request
+	req Request // without what keep drops
 }
+
+// size is about how many bytes e keeps.
+func (e *entry) size() int { return e.built.size() + len(e.req.Params) + len(e.req.Item) }
 
 func (e *entry) is(worker string, session uint64) bool {
 	return e.req.Worker == worker && e.req.Session == session
@@ -125,19 +128,32 @@ func (q *Queue) SetLimits(lim Limits, settle time.Duration) {
 }
 
 // Open turns a request into a card, or declines it at once (recording why)
-// when it cannot show what would happen.
+// when it cannot show what would happen, or when the open cards are at
+// their caps.
 func (q *Queue) Open(req Request) {
 	q.mu.Lock()
-	limits := q.opts.Limits
+	limits := q.opts.Limits.orDefault()
+	why := q.overCaps(limits, 1)
 	q.mu.Unlock()
-	// Escaping and capping a large request takes a while: it is done
-	// without the lock, so other cards can be answered meanwhile.
+	if why != "" {
+		q.decline(req, why)
+		return
+	}
+	// Escaping and capping a large request, and reading the files a change
+	// touches, take a while: they are done without the lock, so other cards
+	// can be answered meanwhile.
 	b, err := build(req, limits)
 	if err != nil {
 		q.decline(req, err.Error())
 		return
 	}
+	e := &entry{built: b, req: keep(req, b.card.Kind, limits)}
 	q.mu.Lock()
+	if why := q.overCaps(limits, e.size()); why != "" {
+		q.mu.Unlock()
+		q.decline(req, why)
+		return
+	}
 	q.seq++
 	c := &b.card
 	c.ID = fmt.Sprintf("%s-%d", req.Worker, q.seq)
@@ -151,11 +167,41 @@ func (q *Queue) Open(req Request) {
 		q.decline(req, "the audit log cannot be written: "+err.Error())
 		return
 	}
-	q.open = append(q.open, &entry{built: b, req: req})
+	q.open = append(q.open, e)
 	if len(q.open) == 1 {
 		q.oldestSince = c.CreatedAt
 	}
 	q.notify(Change{Kind: CardOpened, Card: *c})
+}
+
+// overCaps says why one more card keeping size bytes would pass the caps
+// on open cards, or ""; q.mu is held.
+func (q *Queue) overCaps(lim Limits, size int) string {
+	if len(q.open) >= lim.OpenCards {
+		return fmt.Sprintf("%d cards are open, the most allowed (cards.max_open_cards)", len(q.open))
+	}
+	total := size
+	for _, e := range q.open {
+		total += e.size()
+	}
+	if total > lim.OpenBytes {
+		return fmt.Sprintf("the open cards would keep %d bytes, above the %d-byte limit (cards.max_open_bytes)", total, lim.OpenBytes)
+	}
+	return ""
+}
+
+// keep is what a card keeps of its request once it is built and hashed:
+// the ids and the reply, and, for a file change whose params and item are
+// within ShowBytes, those too, to build it again when its files change.
+// Everything else is dropped: the card's own texts show it.
+func keep(req Request, kind Kind, lim Limits) Request {
+	if kind != KindFileChange || len(req.Params) > lim.ShowBytes {
+		req.Params = nil
+	}
+	if kind != KindFileChange || len(req.Item) > lim.ShowBytes {
+		req.Item = nil
+	}
+	return req
 }
 
 // decline answers req with its kind's denial, without a card.
@@ -221,6 +267,10 @@ func record(event string, c *Card, method string) Record {
 
 // Event updates or closes the cards an event concerns.
 func (q *Queue) Event(ev Event) {
+	if ev.Kind == ItemUpdated {
+		q.updateItem(ev)
+		return
+	}
 	q.mu.Lock()
 	var changes []Change
 	var denials []*entry
@@ -247,9 +297,6 @@ func (q *Queue) Event(ev Event) {
 			return true, "its worker is stopping"
 		}
 		return false, ""
-	}
-	if ev.Kind == ItemUpdated {
-		changes = q.updateItem(ev)
 	}
 	kept := q.open[:0]
 	for _, e := range q.open {
@@ -289,38 +336,71 @@ func (q *Queue) end(e *entry, why string) Change {
 	return Change{Kind: CardClosed, Card: e.card, Why: why}
 }
 
-// updateItem rebuilds the cards of an item whose changes were replaced. A
-// card that can no longer be shown is declined. q.mu is held.
-func (q *Queue) updateItem(ev Event) []Change {
-	var changes []Change
-	kept := q.open[:0]
+// updateItem rebuilds the cards of an item whose changes were replaced,
+// reading the files they touch without the lock. A card that can no longer
+// be shown is declined.
+func (q *Queue) updateItem(ev Event) {
+	q.mu.Lock()
+	lim := q.opts.Limits.orDefault()
+	var hits []*entry
+	var reqs []Request
 	for _, e := range q.open {
-		if !e.is(ev.Worker, ev.Session) || e.card.ItemID != ev.ItemID || e.card.Kind != KindFileChange {
-			kept = append(kept, e)
-			continue
+		if e.is(ev.Worker, ev.Session) && e.card.ItemID == ev.ItemID && e.card.Kind == KindFileChange {
+			req := e.req
+			req.Item = ev.Item
+			hits, reqs = append(hits, e), append(reqs, req)
 		}
-		req := e.req
-		req.Item = ev.Item
-		b, err := build(req, q.opts.Limits)
-		if err != nil {
-			changes = append(changes, q.end(e, "its patch changed and cannot be shown: "+err.Error()))
-			if err := req.Reply(e.replies[DecisionDeny]); err != nil {
-				q.opts.Log.Warn("deny changed patch", "card", e.card.ID, "err", err)
-			}
-			continue
-		}
-		old := e.card
-		b.card.ID, b.card.CreatedAt = old.ID, old.CreatedAt
-		b.card.Revision, b.card.ChangedAt = old.Revision+1, q.opts.Now()
-		e.built, e.req = b, req
-		if err := q.opts.Audit.Write(record("revised", &b.card, req.Method)); err != nil {
-			q.opts.Log.Error("audit log", "err", err)
-		}
-		changes = append(changes, Change{Kind: CardUpdated, Card: b.card})
-		kept = append(kept, e)
 	}
-	q.open = kept
-	return changes
+	q.mu.Unlock()
+	if len(hits) == 0 {
+		return
+	}
+	builds := make([]*built, len(hits))
+	errs := make([]error, len(hits))
+	for i, req := range reqs {
+		builds[i], errs[i] = rebuild(req, lim)
+	}
+	q.mu.Lock()
+	var changes []Change
+	for i, e := range hits {
+		// The new item wins over a revision made meanwhile from the old one.
+		if slices.Contains(q.open, e) {
+			changes = append(changes, q.revise(e, reqs[i], builds[i], errs[i], lim, "its patch changed"))
+		}
+	}
+	q.notify(changes...)
+}
+
+// rebuild builds a card again from what its entry kept of the request.
+func rebuild(req Request, lim Limits) (*built, error) {
+	if req.Params == nil || req.Item == nil {
+		return nil, refuse("its request is above %d bytes and was not kept", lim.ShowBytes)
+	}
+	return build(req, lim)
+}
+
+// revise makes b, built from req, the next revision of e, or, when err
+// says it cannot be shown, closes e with a denial; q.mu is held.
+func (q *Queue) revise(e *entry, req Request, b *built, err error, lim Limits, why string) Change {
+	if err != nil {
+		ch := q.end(e, why+" and cannot be shown: "+err.Error())
+		q.open = slices.DeleteFunc(q.open, func(o *entry) bool { return o == e })
+		q.touchOldest()
+		if err := e.req.Reply(e.replies[DecisionDeny]); err != nil {
+			q.opts.Log.Warn("deny changed card", "card", e.card.ID, "err", err)
+		}
+		return ch
+	}
+	old := e.card
+	b.card.ID, b.card.CreatedAt = old.ID, old.CreatedAt
+	b.card.Revision, b.card.ChangedAt = old.Revision+1, q.opts.Now()
+	e.built, e.req = b, keep(req, b.card.Kind, lim)
+	rec := record("revised", &b.card, req.Method)
+	rec.Why = why
+	if err := q.opts.Audit.Write(rec); err != nil {
+		q.opts.Log.Error("audit log", "err", err)
+	}
+	return Change{Kind: CardUpdated, Card: b.card}
 }
 
 // touchOldest restarts the settle clock when the oldest card changed; q.mu is held.
@@ -363,6 +443,10 @@ func (q *Queue) find(id string) (int, error) {
 // Answer applies a person's decision: it checks the card's revision and the
 // safety rules, writes the audit record, and sends the one reply.
 func (q *Queue) Answer(a Answer) (Answered, error) {
+	shown, err := q.rereadFiles(a) // before a yes, without the lock
+	if err != nil {
+		return Answered{}, err
+	}
 	q.mu.Lock()
 	i, err := q.find(a.Card)
 	if err != nil {
@@ -370,6 +454,10 @@ func (q *Queue) Answer(a Answer) (Answered, error) {
 		return Answered{}, err
 	}
 	e := q.open[i]
+	if err := shown.confirm(e); err != nil {
+		q.mu.Unlock()
+		return Answered{}, fmt.Errorf("card %s: %w", e.card.ID, err)
+	}
 	reply, err := q.check(e, i, a)
 	if err != nil {
 		q.mu.Unlock()

@@ -73,6 +73,10 @@ type Cards struct {
 	ShowBytes int `toml:"show_bytes"`
 	// MaxBytes is the size above which a request is declined without asking.
 	MaxBytes int `toml:"max_bytes"`
+	// MaxOpenCards and MaxOpenBytes cap the open cards, in number and in
+	// the bytes they keep: past them, requests are declined without asking.
+	MaxOpenCards int `toml:"max_open_cards"`
+	MaxOpenBytes int `toml:"max_open_bytes"`
 	// SettleDelay is how long a card must have been the oldest, unchanged,
 	// before a hotkey may allow it.
 	SettleDelay Duration `toml:"settle_delay"`
@@ -95,7 +99,7 @@ func (d *Duration) UnmarshalText(b []byte) error {
 
 // Defaults for what the file leaves out.
 var (
-	DefaultCards         = Cards{ShowBytes: 64 << 10, MaxBytes: 4 << 20, SettleDelay: Duration{time.Second}}
+	DefaultCards         = Cards{ShowBytes: 64 << 10, MaxBytes: 4 << 20, MaxOpenCards: 1000, MaxOpenBytes: 64 << 20, SettleDelay: Duration{time.Second}}
 	DefaultHotkeys       = Hotkeys{Allow: "ctrl+alt+y", Deny: "ctrl+alt+n"}
 	DefaultNotifications = Notifications{Turns: true}
 )
@@ -238,6 +242,12 @@ func (c *Config) validate(path string, lines *lineFinder) []error {
 	if c.Cards.MaxBytes < c.Cards.ShowBytes {
 		cardErr("max_bytes", "must be at least show_bytes")
 	}
+	if c.Cards.MaxOpenCards < 1 {
+		cardErr("max_open_cards", "must be at least 1")
+	}
+	if c.Cards.MaxOpenBytes < c.Cards.MaxBytes {
+		cardErr("max_open_bytes", "must be at least max_bytes")
+	}
 	for name, spec := range map[string]string{"allow": c.Hotkeys.Allow, "deny": c.Hotkeys.Deny} {
 		if spec == "" {
 			continue // that hotkey is off
@@ -264,7 +274,7 @@ func knownKeys(path toml.Key) []string {
 	case "worker":
 		return []string{"name", "cwd", "codex", "model", "args", "env", "secrets"}
 	case "cards":
-		return []string{"show_bytes", "max_bytes", "settle_delay"}
+		return []string{"show_bytes", "max_bytes", "max_open_cards", "max_open_bytes", "settle_delay"}
 	}
 	return nil
 }

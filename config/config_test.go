@@ -27,6 +27,7 @@ env = { A = "b" }
 
 [cards]
 show_bytes = 2048
+max_open_cards = 50
 settle_delay = "2s"
 `, nil},
 		{"syntax", "[[worker]]\nname = \"api\nccwd = 1\n", []string{"config.toml:2", "worker.name"}},
@@ -42,6 +43,8 @@ settle_delay = "2s"
 		{"bad delay", "[cards]\nsettle_delay = \"soon\"\n", []string{"config.toml:2"}},
 		{"caps", "[cards]\nshow_bytes = 10\n", []string{"cards.show_bytes", "at least 1024"}},
 		{"notifications typo", "[notifications]\nturn = false\n", []string{"config.toml:2", "notifications.turn", `did you mean "turns"`}},
+		{"open card caps", "[cards]\nmax_open_cards = 0\nmax_open_bytes = 1024\n", []string{"config.toml:2: cards.max_open_cards: must be at least 1", "config.toml:3: cards.max_open_bytes: must be at least max_bytes"}},
+		{"open card cap misspelt", "[cards]\nmax_open_card = 5\n", []string{"cards.max_open_card", `did you mean "max_open_cards"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := Parse("config.toml", []byte(tc.src))
@@ -49,7 +52,7 @@ settle_delay = "2s"
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(cfg.Workers) != 1 || cfg.Workers[0].Env["A"] != "b" || cfg.Cards.ShowBytes != 2048 || cfg.Cards.MaxBytes != DefaultCards.MaxBytes || cfg.Cards.SettleDelay.Duration != 2*time.Second {
+				if len(cfg.Workers) != 1 || cfg.Workers[0].Env["A"] != "b" || cfg.Cards.ShowBytes != 2048 || cfg.Cards.MaxBytes != DefaultCards.MaxBytes || cfg.Cards.MaxOpenCards != 50 || cfg.Cards.MaxOpenBytes != 64<<20 || cfg.Cards.SettleDelay.Duration != 2*time.Second {
 					t.Errorf("config = %+v", cfg)
 				}
 				return

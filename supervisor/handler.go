@@ -48,6 +48,9 @@ func (h *connHandler) Request(req *codexrpc.Request) {
 		Item:    item,
 		Reply:   func(result json.RawMessage) error { return req.Reply(result) },
 	})
+	// The card is built and the params hashed: the open request need not
+	// keep them (up to max_bytes each) until it is answered.
+	req.Params = nil
 }
 
 // Notification keeps the item and turn state cards need, and the worker's

@@ -1,0 +1,198 @@
+package approvals
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+type change struct {
+	Path string `json:"path"`
+	Kind struct {
+		Type     string  `json:"type"`
+		MovePath *string `json:"move_path,omitempty"`
+	} `json:"kind"`
+	Diff string `json:"diff"`
+}
+
+func mkChange(kind, path, diff string, move ...string) change {
+	var c change
+	c.Path, c.Kind.Type, c.Diff = path, kind, diff
+	if len(move) > 0 {
+		c.Kind.MovePath = &move[0]
+	}
+	return c
+}
+
+func fileChangeRequest(changes ...change) Request {
+	item, _ := json.Marshal(map[string]any{"type": "fileChange", "id": "call_resp_0", "changes": changes})
+	return req(MethodFileChangeApproval, fileChangeParams, string(item))
+}
+
+func TestFileChangesAsTheyWillLand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	keys := write("authorized_keys", "ssh-ed25519 AAAAmine me\n")
+	notes := write("notes.txt", "one\ntwo\nthree\n")
+	src := write("x", "a\nb\nc\nd\n")
+	taken := write("taken", "old 1\nold 2\n")
+	gone := write("gone.txt", "bye\n\tindented\n")
+	fresh := filepath.Join(dir, "fresh.txt")
+	dest := filepath.Join(dir, "out", "rc.sh")
+	for _, tc := range []struct {
+		name    string
+		req     Request
+		diff    string
+		changes []FileChange
+		files   []string // read, in order
+	}{
+		{
+			name: "add of a new file", req: fileChangeRequest(mkChange("add", fresh, "hello\n")),
+			diff:    "*** add " + fresh + "\n+hello\n",
+			changes: []FileChange{{Path: fresh, Kind: "add"}}, files: []string{fresh},
+		},
+		{
+			name: "add over an existing file", req: fileChangeRequest(mkChange("add", keys, "ssh-ed25519 AAAAevil x\n")),
+			diff:    "*** add " + keys + " (replaces an existing file)\n@@ -1 +1 @@\n-ssh-ed25519 AAAAmine me\n+ssh-ed25519 AAAAevil x\n",
+			changes: []FileChange{{Path: keys, Kind: "add", Replaces: true}}, files: []string{keys},
+		},
+		{
+			name: "update against the disk", req: fileChangeRequest(mkChange("update", notes, "@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n")),
+			diff:    "*** update " + notes + " (replaces an existing file)\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n",
+			changes: []FileChange{{Path: notes, Kind: "update", Replaces: true}}, files: []string{notes},
+		},
+		{
+			name: "move shows the whole file and the removal", req: fileChangeRequest(mkChange("update", src, "@@ -2,2 +2,2 @@\n b\n-c\n+C\n", dest)),
+			diff:    "*** move " + src + " -> " + dest + "\n*** write " + dest + ": the whole file as it will be written\n+a\n+b\n+C\n+d\n*** delete " + src + ": moved to " + dest + "\n",
+			changes: []FileChange{{Path: src, Kind: "move", MovePath: dest}}, files: []string{src, dest},
+		},
+		{
+			name: "move onto an existing file", req: fileChangeRequest(mkChange("update", src, "", taken)),
+			diff:    "*** move " + src + " -> " + taken + " (replaces an existing file)\n*** write " + taken + ": the whole file as it will be written\n@@ -1,2 +1,4 @@\n-old 1\n-old 2\n+a\n+b\n+c\n+d\n*** delete " + src + ": moved to " + taken + "\n",
+			changes: []FileChange{{Path: src, Kind: "move", MovePath: taken, Replaces: true}}, files: []string{src, taken},
+		},
+		{
+			name: "delete shows what is on disk", req: fileChangeRequest(mkChange("delete", gone, "stale\n")),
+			diff:    "*** delete " + gone + "\n-bye\n-\tindented\n",
+			changes: []FileChange{{Path: gone, Kind: "delete"}}, files: []string{gone},
+		},
+		{
+			name: "a later change sees an earlier one", req: fileChangeRequest(mkChange("add", fresh, "v1\n"), mkChange("update", fresh, "@@ -1 +1 @@\n-v1\n+v2\n")),
+			diff:    "*** add " + fresh + "\n+v1\n*** update " + fresh + " (replaces an existing file)\n@@ -1 +1 @@\n-v1\n+v2\n",
+			changes: []FileChange{{Path: fresh, Kind: "add"}, {Path: fresh, Kind: "update", Replaces: true}}, files: []string{fresh},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := build(tc.req, DefaultLimits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.card.Diff != tc.diff {
+				t.Errorf("diff:\n%s\nwant:\n%s", b.card.Diff, tc.diff)
+			}
+			if len(b.card.Changes) != len(tc.changes) {
+				t.Fatalf("changes %+v", b.card.Changes)
+			}
+			for i, ch := range tc.changes {
+				if b.card.Changes[i] != ch {
+					t.Errorf("change %d = %+v, want %+v", i, b.card.Changes[i], ch)
+				}
+			}
+			var read []string
+			for _, f := range b.files {
+				read = append(read, f.path)
+			}
+			if strings.Join(read, " ") != strings.Join(tc.files, " ") {
+				t.Errorf("read %q, want %q", read, tc.files)
+			}
+			if got := changedOnDisk(b.files, DefaultLimits.MaxBytes); got != "" {
+				t.Errorf("%s reads as changed", got)
+			}
+		})
+	}
+}
+
+func TestFileChangesRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	notes := filepath.Join(dir, "notes.txt")
+	os.WriteFile(notes, []byte("one\ntwo\n"), 0o600)
+	link := filepath.Join(dir, "link")
+	os.Symlink(notes, link)
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big")
+	os.WriteFile(big, []byte(strings.Repeat("x\n", 3000)), 0o600)
+	missing := filepath.Join(dir, "missing")
+	for _, tc := range []struct {
+		name string
+		req  Request
+		why  string
+	}{
+		{"relative path", fileChangeRequest(mkChange("add", "notes.txt", "x\n")), "not an absolute path"},
+		{"relative move", fileChangeRequest(mkChange("update", notes, "", "out/rc.sh")), "not an absolute path"},
+		{"symbolic link", fileChangeRequest(mkChange("add", link, "x\n")), "not a regular file"},
+		{"directory", fileChangeRequest(mkChange("add", dir, "x\n")), "not a regular file"},
+		{"fifo", fileChangeRequest(mkChange("add", fifo, "x\n")), "not a regular file"},
+		{"above max_bytes", fileChangeRequest(mkChange("add", big, "x\n")), "larger than the 4096-byte limit"},
+		{"above max_bytes together", fileChangeRequest(mkChange("delete", notes, ""), mkChange("delete", big, "")), "larger than the 4096-byte limit"},
+		{"update of a missing file", fileChangeRequest(mkChange("update", missing, "@@ -1 +1 @@\n-a\n+b\n")), "does not exist"},
+		{"delete of a missing file", fileChangeRequest(mkChange("delete", missing, "a\n")), "does not exist"},
+		{"diff that does not apply", fileChangeRequest(mkChange("update", notes, "@@ -1,2 +1,2 @@\n one\n-TWO\n+three\n")), "does not apply to the file on disk"},
+		{"move whose diff does not apply", fileChangeRequest(mkChange("update", notes, "@@ -5 +5 @@\n-x\n+y\n", filepath.Join(dir, "o"))), "does not apply"},
+		{"diff without hunks", fileChangeRequest(mkChange("update", notes, "+one\n+two\n")), "does not apply"},
+		{"move onto itself", fileChangeRequest(mkChange("update", notes, "", notes)), "onto itself"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := build(tc.req, Limits{ShowBytes: 1024, MaxBytes: 4096})
+			var r *refusal
+			if !errors.As(err, &r) || !strings.Contains(err.Error(), tc.why) {
+				t.Errorf("build = %v, want a refusal mentioning %q", err, tc.why)
+			}
+		})
+	}
+}
+
+func TestChangedOnDisk(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, absent := filepath.Join(dir, "a"), filepath.Join(dir, "absent")
+	os.WriteFile(a, []byte("one\n"), 0o600)
+	b, err := build(fileChangeRequest(mkChange("update", a, "@@ -1 +1 @@\n-one\n+two\n"), mkChange("add", absent, "new\n")), DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		change func()
+		want   string
+	}{
+		{"unchanged", func() {}, ""},
+		{"rewritten with the same bytes", func() { os.WriteFile(a, []byte("one\n"), 0o600) }, ""},
+		{"content changed", func() { os.WriteFile(a, []byte("one!\n"), 0o600) }, a},
+		{"removed", func() { os.Remove(a) }, a},
+		{"replaced by a link", func() { os.Remove(a); os.Symlink(dir, a) }, a},
+		{"an absent file appeared", func() { os.WriteFile(absent, nil, 0o600) }, absent},
+	} {
+		os.Remove(a)
+		os.Remove(absent)
+		os.WriteFile(a, []byte("one\n"), 0o600)
+		tc.change()
+		if got := changedOnDisk(b.files, DefaultLimits.MaxBytes); got != tc.want {
+			t.Errorf("%s: changedOnDisk = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
