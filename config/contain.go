@@ -446,19 +446,34 @@ func resolve(path string) string {
 	}
 }
 
-// contains reports whether the directory root holds p (or is p). Root is
-// compared resolved, p both as written and resolved: a symlink inside root
-// is inside it, wherever it points.
+// contains reports whether the directory root holds p (or is p), once
+// both are resolved, or through a symlink on p's way that lies inside root:
+// the sandbox could point that anywhere.
 func contains(root, p string) bool {
-	ps := append(resolved(p), filepath.Clean(p))
-	for _, r := range resolved(root) {
-		for _, q := range ps {
+	roots := resolved(root)
+	in := func(q string) bool {
+		for _, r := range roots {
 			if q == r || r == "/" || strings.HasPrefix(q, r+"/") {
 				return true
 			}
 		}
+		return false
 	}
-	return false
+	if slices.ContainsFunc(resolved(p), in) {
+		return true
+	}
+	q, err := filepath.Abs(p)
+	if err != nil {
+		return false
+	}
+	for ; ; q = filepath.Dir(q) {
+		if in(filepath.Join(resolve(filepath.Dir(q)), filepath.Base(q))) {
+			return true
+		}
+		if filepath.Dir(q) == q {
+			return false
+		}
+	}
 }
 
 // same reports whether a and b are the same directory.
