@@ -45,7 +45,7 @@ func codexIn(dir string) []int {
 		}
 		cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
 		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-		if cwd == real && strings.HasPrefix(string(comm), "codex") {
+		if cwd == real && strings.TrimSpace(string(comm)) == "codex" {
 			pids = append(pids, pid)
 		}
 	}
@@ -76,12 +76,12 @@ func TestContainmentRefusesWorkspaces(t *testing.T) {
 	if err := os.WriteFile(a.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a.launch(a.dir, "--config", a.cfgPath)
+	a.launch(ws, "--config", a.cfgPath)
 	a.idle("normal")
 
 	want := map[string]string{
-		"home":         "workspace " + home + "/ is your home directory",
-		"holds-config": "workspace " + a.dir + " contains Codexgate's config file " + a.cfgPath,
+		"home":         "refused: workspace is your home directory",
+		"holds-config": "refused: workspace contains Codexgate's config file " + a.cfgPath,
 	}
 	st := a.statuses()
 	for name, reason := range want {
@@ -102,10 +102,7 @@ func TestContainmentRefusesWorkspaces(t *testing.T) {
 	}
 
 	a.must("task", "normal", "make a file")
-	a.idle("normal")
-	if !exists(filepath.Join(ws, "made.txt")) {
-		t.Error("the normal worker beside the refused ones did not run its task")
-	}
+	a.waitFor("the normal worker's task", func() bool { return exists(filepath.Join(ws, "made.txt")) })
 	if len(codexIn(ws)) == 0 {
 		t.Error("no codex runs for the normal worker")
 	}

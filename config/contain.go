@@ -45,7 +45,7 @@ type Owned struct{ What, Path string }
 // Root is a directory a worker's sandbox can write, and where it comes from.
 type Root struct {
 	Path string
-	From string // "workspace", "TMPDIR", "/tmp", or the argument that names it
+	From string // "workspace", "TMPDIR", "writable root" and the argument that adds it
 }
 
 // slashTmp is writable in every workspace-write sandbox.
@@ -153,8 +153,12 @@ func (g *Guard) binaries(w Worker) []string {
 // checkRoot is why root may not be writable by a worker that runs codex
 // binaries bins, or "" when it may.
 func (g *Guard) checkRoot(r Root, bins []string) string {
+	label := r.From // a workspace's path is shown beside it
+	if r.From != "workspace" {
+		label += " " + r.Path
+	}
 	refuse := func(what string) string {
-		return fmt.Sprintf("refused: %s %s %s; its sandbox can write there without asking. Give the worker a project folder", r.From, r.Path, what)
+		return fmt.Sprintf("refused: %s %s; its sandbox could change that without asking. Give the worker a project folder", label, what)
 	}
 	for _, p := range resolved(r.Path) {
 		if p == "/" {
@@ -190,7 +194,7 @@ func (g *Guard) checkRoot(r Root, bins []string) string {
 // one) and those its args add. An argument that could widen the sandbox in
 // a way Codexgate cannot judge is an error.
 func WritableRoots(w Worker, tempDir string) ([]Root, error) {
-	roots := []Root{{Path: w.Cwd, From: "workspace"}, {Path: slashTmp, From: "/tmp, writable in every sandbox,"}}
+	roots := []Root{{Path: w.Cwd, From: "workspace"}, {Path: slashTmp, From: "writable root"}}
 	if v, ok := w.Env["TMPDIR"]; ok {
 		tempDir = v
 	}
@@ -253,7 +257,7 @@ func argRoots(args []string) ([]Root, error) {
 			if err != nil {
 				return nil, err
 			}
-			roots = append(roots, Root{Path: v, From: "writable root (--add-dir)"})
+			roots = append(roots, Root{Path: v, From: "writable root from --add-dir"})
 		case "--enable", "--disable":
 			if _, err := next(); err != nil {
 				return nil, err
@@ -344,7 +348,7 @@ func judge(path []string, value any, arg string) ([]Root, error) {
 				if !ok {
 					return nil, fmt.Errorf("%s holds %v, not a path", strings.Join(path, "."), v)
 				}
-				roots = append(roots, Root{Path: s, From: "writable root (-c " + arg + ")"})
+				roots = append(roots, Root{Path: s, From: "writable root from -c " + arg + ","})
 			}
 			return roots, nil
 		case len(p) == 2 && slices.Contains([]string{"network_access", "exclude_tmpdir_env_var", "exclude_slash_tmp"}, p[1]):

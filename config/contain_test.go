@@ -199,9 +199,9 @@ func TestLoadRefusesWorkers(t *testing.T) {
 	}
 	want := map[string]string{
 		"ok":      "",
-		"home":    "workspace " + l.home + " is your home directory",
+		"home":    "refused: workspace is your home directory",
 		"wide":    "contains your home directory",
-		"added":   "--add-dir) " + filepath.Dir(l.cfg) + " contains Codexgate's config file",
+		"added":   "writable root from --add-dir " + filepath.Dir(l.cfg) + " contains Codexgate's config file",
 		"unknown": `argument "--yolo"`,
 		"tmpdir":  "TMPDIR " + l.home + " is your home directory",
 	}
