@@ -165,20 +165,21 @@ func writeFirstConfig(path string, guard *config.Guard, log *slog.Logger) (strin
 	if err != nil {
 		return "", fmt.Errorf("find current directory: %w", err)
 	}
-	refusal := guard.Refusal(cwd)
+	problem := guard.Problem(cwd)
 	dir := cwd
-	if refusal != "" {
+	if problem != "" {
 		dir = ""
 	}
 	wrote, err := config.WriteDefault(path, dir)
 	if err != nil || !wrote {
 		return "", err
 	}
-	if refusal == "" {
+	if problem == "" {
 		log.Info("wrote a default config with one worker for the current directory", "config", path, "cwd", cwd)
 		return "", nil
 	}
-	msg := fmt.Sprintf("No worker was set up for %s: it cannot be a workspace (%s). To add a project folder, edit %s: uncomment the example [[worker]] and set its cwd to the folder; Codexgate starts it when you save.", cwd, refusal, path)
+	msg := fmt.Sprintf("No worker was set up for %s, where Codexgate was first started: it %s, and a worker's sandbox can write its whole workspace without asking. "+
+		"To add a project folder, edit %s: uncomment the example [[worker]] and set its cwd to the folder; Codexgate starts it when you save.", cwd, problem, path)
 	log.Warn(msg)
 	return msg, nil
 }

@@ -73,10 +73,11 @@ func (g *Guard) CheckOwn() error {
 	return nil
 }
 
-// Refusal is why a worker whose workspace is dir may not run, or "" when
-// it may: the rule for workspaces, on its own, as first run applies it.
-func (g *Guard) Refusal(dir string) string {
-	return g.checkRoot(Root{Path: dir, From: "workspace"}, g.binaries(Worker{}))
+// Problem is what keeps dir from being a workspace ("is your home
+// directory", "contains Codexgate's config file ..."), or "" when it may be
+// one: the rule for workspaces on its own, as first run applies it.
+func (g *Guard) Problem(dir string) string {
+	return g.problem(dir, g.binaries(Worker{}))
 }
 
 // check applies the containment and trust rules to a parsed config: it
@@ -153,37 +154,44 @@ func (g *Guard) binaries(w Worker) []string {
 // checkRoot is why root may not be writable by a worker that runs codex
 // binaries bins, or "" when it may.
 func (g *Guard) checkRoot(r Root, bins []string) string {
+	what := g.problem(r.Path, bins)
+	if what == "" {
+		return ""
+	}
 	label := r.From // a workspace's path is shown beside it
 	if r.From != "workspace" {
 		label += " " + r.Path
 	}
-	refuse := func(what string) string {
-		return fmt.Sprintf("refused: %s %s; its sandbox could change that without asking. Give the worker a project folder", label, what)
-	}
-	for _, p := range resolved(r.Path) {
+	return fmt.Sprintf("refused: %s %s; its sandbox could change that without asking. Give the worker a project folder", label, what)
+}
+
+// problem is what makes dir unfit to be written by a sandbox that runs
+// codex binaries bins, or "".
+func (g *Guard) problem(dir string, bins []string) string {
+	for _, p := range resolved(dir) {
 		if p == "/" {
-			return refuse("is the root directory")
+			return "is the root directory"
 		}
 	}
 	for _, home := range g.Homes {
 		if home == "" {
 			continue
 		}
-		if same(r.Path, home) {
-			return refuse("is your home directory")
+		if same(dir, home) {
+			return "is your home directory"
 		}
-		if contains(r.Path, home) {
-			return refuse("contains your home directory " + home)
+		if contains(dir, home) {
+			return "contains your home directory " + home
 		}
 	}
 	for _, o := range g.Own {
-		if contains(r.Path, o.Path) {
-			return refuse("contains " + o.What + " " + o.Path)
+		if contains(dir, o.Path) {
+			return "contains " + o.What + " " + o.Path
 		}
 	}
 	for _, bin := range bins {
-		if contains(r.Path, bin) {
-			return refuse("contains the codex binary it runs, " + bin)
+		if contains(dir, bin) {
+			return "contains the codex binary it runs, " + bin
 		}
 	}
 	return ""

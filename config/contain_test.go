@@ -100,9 +100,9 @@ func TestWorkspaceRule(t *testing.T) {
 		{"the codex binary's folder", filepath.Dir(l.codex), "contains the codex binary it runs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := l.guard.Refusal(tc.dir)
+			got := l.guard.Problem(tc.dir)
 			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
-				t.Errorf("Refusal(%q) = %q, want %q", tc.dir, got, tc.want)
+				t.Errorf("Problem(%q) = %q, want %q", tc.dir, got, tc.want)
 			}
 		})
 	}
