@@ -15,11 +15,15 @@ import (
 	"codexgate/supervisor/codextest"
 )
 
-// launch starts `codexgate --headless` from dir with args, for tests whose
-// config start does not write.
+// launch starts codexgate from dir with args (--headless unless
+// a.desktop), for tests whose config start does not write.
 func (a *testApp) launch(dir string, args ...string) {
 	a.t.Helper()
-	a.cmd = exec.Command(binary, append([]string{"--socket", a.socket, "--headless"}, args...)...)
+	args = append([]string{"--socket", a.socket}, args...)
+	if !a.desktop {
+		args = append(args, "--headless")
+	}
+	a.cmd = exec.Command(binary, args...)
 	a.cmd.Dir = dir
 	a.cmd.Env = a.env
 	a.cmd.Stdout, a.cmd.Stderr = a.log, a.log
@@ -171,6 +175,14 @@ func TestContainmentReloadRefusesCodexInWorkspace(t *testing.T) {
 // codexgate writes a config whose only worker is a commented example, and
 // says how to add a project folder.
 func TestContainmentFirstRunFromHome(t *testing.T) {
+	a, home := firstRunApp(t)
+	a.launch(home)
+	a.checkFirstRun(home)
+}
+
+// firstRunApp is an app with a home of its own and no config: the config
+// and state go where they would for a person, under that home.
+func firstRunApp(t *testing.T) (*testApp, string) {
 	a := newApp(t)
 	home := codextest.TempDir(t)
 	a.env = nil
@@ -183,13 +195,20 @@ func TestContainmentFirstRunFromHome(t *testing.T) {
 		a.env = append(a.env, kv)
 	}
 	a.env = append(a.env, "HOME="+home)
-	a.launch(home)
+	return a, home
+}
+
+// checkFirstRun checks that the app runs with no worker, a config with a
+// commented example, and a log that says how to add a project folder.
+func (a *testApp) checkFirstRun(home string) {
+	t := a.t
 	var ws []supervisor.Status
 	a.waitFor("the app", func() bool { return a.try(&ws, "workers", "--json") == nil })
 	if len(ws) != 0 {
 		t.Errorf("first run from $HOME made workers: %+v", ws)
 	}
-	cfg, err := os.ReadFile(filepath.Join(home, ".config", "codexgate", "config.toml"))
+	a.cfgPath = filepath.Join(home, ".config", "codexgate", "config.toml")
+	cfg, err := os.ReadFile(a.cfgPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +220,39 @@ func TestContainmentFirstRunFromHome(t *testing.T) {
 	if !strings.Contains(string(cfg), "# [[worker]]") || !strings.Contains(string(cfg), "To add a project folder") {
 		t.Errorf("the first config has no example worker:\n%s", cfg)
 	}
-	if log := a.log.String(); !strings.Contains(log, "To add a project folder") || !strings.Contains(log, "is your home directory") {
+	if log := a.log.String(); !strings.Contains(log, "To add a project folder") || !strings.Contains(log, "it is your home directory") {
 		t.Errorf("the log does not say how to add a project folder:\n%s", log)
+	}
+}
+
+// TestContainmentDesktopNotifies: with the desktop, a first run from $HOME
+// and a refused worker each raise a notification that says why.
+func TestContainmentDesktopNotifies(t *testing.T) {
+	if os.Getenv("DISPLAY") == "" || os.Getenv("DBUS_SESSION_BUS_ADDRESS") == "" {
+		t.Fatal("no desktop session: run the tests with `make test`, which starts one")
+	}
+	monitor := exec.Command("dbus-monitor", "--session", "type='method_call',interface='org.freedesktop.Notifications',member='Notify'")
+	notes := &syncBuffer{}
+	monitor.Stdout = notes
+	if err := monitor.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { monitor.Process.Kill(); monitor.Wait() }()
+
+	a, home := firstRunApp(t)
+	a.desktop = true
+	a.launch(home)
+	a.checkFirstRun(home)
+	a.waitFor("the first-run notification", func() bool {
+		return strings.Contains(notes.String(), "add a project folder") && strings.Contains(notes.String(), "uncomment the example")
+	})
+
+	src, _ := os.ReadFile(a.cfgPath)
+	saveByRename(t, a.cfgPath, string(src)+fmt.Sprintf("\n[[worker]]\nname = \"home\"\ncwd = %q\n", home))
+	a.waitFor("the refusal notification", func() bool {
+		return strings.Contains(notes.String(), "worker home not started") && strings.Contains(notes.String(), "workspace is your home directory")
+	})
+	if st := a.statuses()["home"]; st.State != supervisor.StateFailed || !strings.Contains(st.LastError, "is your home directory") {
+		t.Errorf("home = %+v", st)
 	}
 }
