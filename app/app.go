@@ -191,6 +191,10 @@ func newGuard(cfgPath, auditPath, sock, codex string) (*config.Guard, error) {
 	g := &config.Guard{Codex: codex, Native: supervisor.NativeCodex, TempDir: os.Getenv("TMPDIR")}
 	if home, err := os.UserHomeDir(); err == nil {
 		g.Homes = append(g.Homes, home)
+		g.CodexHome = filepath.Join(home, ".codex")
+	}
+	if dir := os.Getenv("CODEX_HOME"); dir != "" {
+		g.CodexHome = dir
 	}
 	if u, err := user.Current(); err == nil && u.HomeDir != "" {
 		g.Homes = append(g.Homes, u.HomeDir)

@@ -37,6 +37,10 @@ type Guard struct {
 	// TempDir is the TMPDIR workers inherit ("" when unset): codex lets
 	// the sandbox write it.
 	TempDir string
+	// CodexHome is the CODEX_HOME workers inherit (codex's default when
+	// unset). Codex's own config there can run commands outside the
+	// sandbox, so it is protected like Codexgate's.
+	CodexHome string
 }
 
 // Owned is one of Codexgate's own paths, and what it is, for messages.
@@ -77,7 +81,7 @@ func (g *Guard) CheckOwn() error {
 // directory", "contains Codexgate's config file ..."), or "" when it may be
 // one: the rule for workspaces on its own, as first run applies it.
 func (g *Guard) Problem(dir string) string {
-	return g.problem(dir, g.binaries(Worker{}))
+	return g.problem(dir, g.workerOwn(Worker{}))
 }
 
 // check applies the containment and trust rules to a parsed config: it
@@ -92,9 +96,9 @@ func (g *Guard) check(path string, src []byte, cfg *Config) error {
 			cfg.Workers[i].Refused = "refused: " + err.Error()
 			continue
 		}
-		bins := g.binaries(w)
+		own := g.workerOwn(w)
 		for _, r := range rs {
-			if reason := g.checkRoot(r, bins); reason != "" {
+			if reason := g.checkRoot(r, own); reason != "" {
 				cfg.Workers[i].Refused = reason
 				break
 			}
@@ -117,6 +121,8 @@ func (g *Guard) check(path string, src []byte, cfg *Config) error {
 			switch err := trustFile(bin, true); {
 			case errors.Is(err, os.ErrNotExist) && w.Codex == "":
 				// The default codex is missing: starting the worker says so.
+			case err != nil && w.Codex == "":
+				fail("the pinned codex: %v", err)
 			case err != nil:
 				fail("%v", err)
 			}
@@ -151,10 +157,27 @@ func (g *Guard) binaries(w Worker) []string {
 	return bins
 }
 
-// checkRoot is why root may not be writable by a worker that runs codex
-// binaries bins, or "" when it may.
-func (g *Guard) checkRoot(r Root, bins []string) string {
-	what := g.problem(r.Path, bins)
+// workerOwn are the paths of a worker's own that its sandbox must not
+// write: the codex binaries it runs and codex's home.
+func (g *Guard) workerOwn(w Worker) []Owned {
+	var own []Owned
+	for _, bin := range g.binaries(w) {
+		own = append(own, Owned{What: "the codex binary it runs,", Path: bin})
+	}
+	home := g.CodexHome
+	if v, ok := w.Env["CODEX_HOME"]; ok {
+		home = v
+	}
+	if home != "" {
+		own = append(own, Owned{What: "codex's home (its own config)", Path: home})
+	}
+	return own
+}
+
+// checkRoot is why root may not be writable by a worker whose own paths
+// are own, or "" when it may.
+func (g *Guard) checkRoot(r Root, own []Owned) string {
+	what := g.problem(r.Path, own)
 	if what == "" {
 		return ""
 	}
@@ -165,9 +188,9 @@ func (g *Guard) checkRoot(r Root, bins []string) string {
 	return fmt.Sprintf("refused: %s %s; its sandbox could change that without asking. Give the worker a project folder", label, what)
 }
 
-// problem is what makes dir unfit to be written by a sandbox that runs
-// codex binaries bins, or "".
-func (g *Guard) problem(dir string, bins []string) string {
+// problem is what makes dir unfit to be written by the sandbox of a worker
+// whose own paths are own, or "".
+func (g *Guard) problem(dir string, own []Owned) string {
 	for _, p := range resolved(dir) {
 		if p == "/" {
 			return "is the root directory"
@@ -184,14 +207,9 @@ func (g *Guard) problem(dir string, bins []string) string {
 			return "contains your home directory " + home
 		}
 	}
-	for _, o := range g.Own {
+	for _, o := range append(slices.Clone(g.Own), own...) {
 		if contains(dir, o.Path) {
 			return "contains " + o.What + " " + o.Path
-		}
-	}
-	for _, bin := range bins {
-		if contains(dir, bin) {
-			return "contains the codex binary it runs, " + bin
 		}
 	}
 	return ""
@@ -318,7 +336,7 @@ func judge(path []string, value any, arg string) ([]Root, error) {
 	for i, seg := range path {
 		p[i] = strings.Trim(seg, " \t\"'") // codex does not unquote; judge as if it did
 	}
-	if len(p) >= 2 && p[0] == "profiles" { // a profile's settings are judged as the top level's
+	for len(p) >= 2 && p[0] == "profiles" { // a profile's settings are judged as the top level's
 		p = p[2:]
 	}
 	if len(p) > 0 && slices.Contains(refusedKeys, p[0]) {

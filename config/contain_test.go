@@ -33,7 +33,7 @@ func newLayout(t *testing.T) *layout {
 		cfg:   filepath.Join(b, "home", ".config", "codexgate", "config.toml"),
 		codex: filepath.Join(b, "codex", "codex"),
 	}
-	for _, d := range []string{l.proj, l.other, filepath.Dir(l.cfg), filepath.Join(b, "state", "codexgate"), filepath.Join(b, "run"), filepath.Join(b, "bin"), filepath.Dir(l.codex), filepath.Join(l.home, "bin")} {
+	for _, d := range []string{l.proj, l.other, filepath.Dir(l.cfg), filepath.Join(b, "state", "codexgate"), filepath.Join(b, "run"), filepath.Join(b, "bin"), filepath.Dir(l.codex), filepath.Join(l.home, "bin"), filepath.Join(l.home, ".codex")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +64,8 @@ func newLayout(t *testing.T) *layout {
 			{What: "Codexgate's control socket", Path: filepath.Join(b, "run", "codexgate", "control.sock")},
 			{What: "the folder of the codexgate binary", Path: filepath.Join(b, "bin")},
 		},
-		Codex: l.codex,
+		Codex:     l.codex,
+		CodexHome: filepath.Join(l.home, ".codex"),
 	}
 	return l
 }
@@ -98,6 +99,7 @@ func TestWorkspaceRule(t *testing.T) {
 		{"the binary's folder", filepath.Join(b, "bin"), "contains the folder of the codexgate binary"},
 		{"the binary's folder through a symlink", filepath.Join(b, "binlink") + "/", "contains the folder of the codexgate binary"},
 		{"the codex binary's folder", filepath.Dir(l.codex), "contains the codex binary it runs"},
+		{"codex's home", filepath.Join(l.home, ".codex"), "contains codex's home (its own config)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := l.guard.Problem(tc.dir)
@@ -133,6 +135,7 @@ func TestArgRoots(t *testing.T) {
 		{"writable_roots not TOML", []string{"-c", "sandbox_workspace_write.writable_roots=/a"}, nil, nil, "not a list of paths"},
 		{"writable_roots of tables", []string{"-c", `sandbox_workspace_write.writable_roots=[{a=1}]`}, nil, nil, "not a path"},
 		{"full access", []string{"-c", `sandbox_mode="danger-full-access"`}, nil, nil, "only workspace-write or read-only"},
+		{"a nested profile's full access", []string{"-c", `profiles.p.profiles.q.sandbox_mode="danger-full-access"`}, nil, nil, "only workspace-write or read-only"},
 		{"a profile's full access", []string{"-c", `profiles.p={sandbox_mode="danger-full-access"}`}, nil, nil, "only workspace-write or read-only"},
 		{"permission profiles", []string{"-c", `permissions.p.filesystem.write=["/"]`}, nil, nil, "cannot check"},
 		{"default_permissions", []string{"-c", `default_permissions="p"`}, nil, nil, "cannot check"},
@@ -192,18 +195,20 @@ func TestLoadRefusesWorkers(t *testing.T) {
 		[]string{"added", fmt.Sprintf("cwd = %q", l.other), fmt.Sprintf(`args = ["--add-dir", %q]`, filepath.Dir(l.cfg))},
 		[]string{"unknown", fmt.Sprintf("cwd = %q", l.other), `args = ["--yolo"]`},
 		[]string{"tmpdir", fmt.Sprintf("cwd = %q", l.other), fmt.Sprintf("env = { TMPDIR = %q }", l.home)},
+		[]string{"codexhome", fmt.Sprintf("cwd = %q", l.other), fmt.Sprintf("env = { CODEX_HOME = %q }", filepath.Join(l.other, ".codex"))},
 	)
 	cfg, err := Load(l.cfg, l.guard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"ok":      "",
-		"home":    "refused: workspace is your home directory",
-		"wide":    "contains your home directory",
-		"added":   "writable root from --add-dir " + filepath.Dir(l.cfg) + " contains Codexgate's config file",
-		"unknown": `argument "--yolo"`,
-		"tmpdir":  "TMPDIR " + l.home + " is your home directory",
+		"ok":        "",
+		"home":      "refused: workspace is your home directory",
+		"wide":      "contains your home directory",
+		"added":     "writable root from --add-dir " + filepath.Dir(l.cfg) + " contains Codexgate's config file",
+		"unknown":   `argument "--yolo"`,
+		"tmpdir":    "TMPDIR " + l.home + " is your home directory",
+		"codexhome": "workspace contains codex's home (its own config) " + filepath.Join(l.other, ".codex"),
 	}
 	for _, w := range cfg.Workers {
 		if want[w.Name] == "" && w.Refused != "" || !strings.Contains(w.Refused, want[w.Name]) {
