@@ -1,6 +1,9 @@
 // Package config reads and validates Codexgate's TOML file. Every error
 // names the file, the line and the field; unknown keys are errors, with a
-// suggestion, so a typo never silently drops a setting.
+// suggestion, so a typo never silently drops a setting. It also applies the
+// trust and containment rules (contain.go): a file or codex binary someone
+// else could change is refused, and so is a worker whose sandbox could
+// write the person's home or Codexgate's own files.
 package config
 
 import (

@@ -46,8 +46,8 @@ type Guard struct {
 // Owned is one of Codexgate's own paths, and what it is, for messages.
 type Owned struct{ What, Path string }
 
-// Root is a directory a worker's sandbox can write, and where it comes from.
-type Root struct {
+// writable is a directory a worker's sandbox can write, and where it comes from.
+type writable struct {
 	Path string
 	From string // "workspace", "TMPDIR", "writable root" and the argument that adds it
 }
@@ -89,9 +89,9 @@ func (g *Guard) Problem(dir string) string {
 // refuse the whole file.
 func (g *Guard) check(path string, src []byte, cfg *Config) error {
 	lines := newLineFinder(src)
-	roots := make([][]Root, len(cfg.Workers)) // of the workers that may run
+	roots := make([][]writable, len(cfg.Workers)) // of the workers that may run
 	for i, w := range cfg.Workers {
-		rs, err := WritableRoots(w, g.TempDir)
+		rs, err := writableRoots(w, g.TempDir)
 		if err != nil {
 			cfg.Workers[i].Refused = "refused: " + err.Error()
 			continue
@@ -176,7 +176,7 @@ func (g *Guard) workerOwn(w Worker) []Owned {
 
 // checkRoot is why root may not be writable by a worker whose own paths
 // are own, or "" when it may.
-func (g *Guard) checkRoot(r Root, own []Owned) string {
+func (g *Guard) checkRoot(r writable, own []Owned) string {
 	what := g.problem(r.Path, own)
 	if what == "" {
 		return ""
@@ -215,12 +215,12 @@ func (g *Guard) problem(dir string, own []Owned) string {
 	return ""
 }
 
-// WritableRoots are the directories a worker's sandbox can write: its
+// writableRoots are the directories a worker's sandbox can write: its
 // workspace, /tmp, the TMPDIR it inherits (tempDir, unless its env sets
 // one) and those its args add. An argument that could widen the sandbox in
 // a way Codexgate cannot judge is an error.
-func WritableRoots(w Worker, tempDir string) ([]Root, error) {
-	roots := []Root{{Path: w.Cwd, From: "workspace"}, {Path: slashTmp, From: "writable root"}}
+func writableRoots(w Worker, tempDir string) ([]writable, error) {
+	roots := []writable{{Path: w.Cwd, From: "workspace"}, {Path: slashTmp, From: "writable root"}}
 	if v, ok := w.Env["TMPDIR"]; ok {
 		tempDir = v
 	}
@@ -228,7 +228,7 @@ func WritableRoots(w Worker, tempDir string) ([]Root, error) {
 		if !filepath.IsAbs(tempDir) {
 			return nil, fmt.Errorf("TMPDIR %q is not an absolute path", tempDir)
 		}
-		roots = append(roots, Root{Path: tempDir, From: "TMPDIR"})
+		roots = append(roots, writable{Path: tempDir, From: "TMPDIR"})
 	}
 	more, err := argRoots(w.Args)
 	if err != nil {
@@ -246,8 +246,8 @@ func WritableRoots(w Worker, tempDir string) ([]Root, error) {
 // argRoots are the writable roots codex's arguments (after "app-server")
 // add. Only arguments known not to widen the sandbox, or whose widening can
 // be read, pass.
-func argRoots(args []string) ([]Root, error) {
-	var roots []Root
+func argRoots(args []string) ([]writable, error) {
+	var roots []writable
 	for i := 0; i < len(args); i++ {
 		arg := args[i]
 		flag, value, inline := arg, "", false
@@ -283,7 +283,7 @@ func argRoots(args []string) ([]Root, error) {
 			if err != nil {
 				return nil, err
 			}
-			roots = append(roots, Root{Path: v, From: "writable root from --add-dir"})
+			roots = append(roots, writable{Path: v, From: "writable root from --add-dir"})
 		case "--enable", "--disable":
 			if _, err := next(); err != nil {
 				return nil, err
@@ -310,7 +310,7 @@ func argRoots(args []string) ([]Root, error) {
 // overrideRoots judges one `-c key=value`, read as codex reads it: the key
 // split at dots, the value parsed as TOML, or taken as a plain string when
 // it does not parse.
-func overrideRoots(kv string) ([]Root, error) {
+func overrideRoots(kv string) ([]writable, error) {
 	key, raw, ok := strings.Cut(kv, "=")
 	if !ok {
 		return nil, errors.New("not key=value")
@@ -331,7 +331,7 @@ var refusedKeys = []string{"permissions", "default_permissions", "sandbox_permis
 
 // judge is the writable roots that setting path to value adds; an error
 // when it could widen the sandbox otherwise. Tables are judged key by key.
-func judge(path []string, value any, arg string) ([]Root, error) {
+func judge(path []string, value any, arg string) ([]writable, error) {
 	p := make([]string, len(path))
 	for i, seg := range path {
 		p[i] = strings.Trim(seg, " \t\"'") // codex does not unquote; judge as if it did
@@ -343,7 +343,7 @@ func judge(path []string, value any, arg string) ([]Root, error) {
 		return nil, fmt.Errorf("%s can widen the sandbox in ways codexgate cannot check", strings.Join(path, "."))
 	}
 	if table, ok := value.(map[string]any); ok {
-		var roots []Root
+		var roots []writable
 		for _, k := range slices.Sorted(maps.Keys(table)) {
 			rs, err := judge(append(slices.Clone(path), k), table[k], arg)
 			if err != nil {
@@ -368,13 +368,13 @@ func judge(path []string, value any, arg string) ([]Root, error) {
 			if !ok {
 				return nil, fmt.Errorf("%s is not a list of paths", strings.Join(path, "."))
 			}
-			var roots []Root
+			var roots []writable
 			for _, v := range list {
 				s, ok := v.(string)
 				if !ok {
 					return nil, fmt.Errorf("%s holds %v, not a path", strings.Join(path, "."), v)
 				}
-				roots = append(roots, Root{Path: s, From: "writable root from -c " + arg + ","})
+				roots = append(roots, writable{Path: s, From: "writable root from -c " + arg + ","})
 			}
 			return roots, nil
 		case len(p) == 2 && slices.Contains([]string{"network_access", "exclude_tmpdir_env_var", "exclude_slash_tmp"}, p[1]):

@@ -151,7 +151,7 @@ func TestArgRoots(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			roots, err := WritableRoots(Worker{Cwd: cwd, Args: tc.args, Env: tc.env}, "")
+			roots, err := writableRoots(Worker{Cwd: cwd, Args: tc.args, Env: tc.env}, "")
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want %q", err, tc.err)
