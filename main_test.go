@@ -22,7 +22,11 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "codexgate-bin-")
+	// Not under /tmp, which workers' sandboxes can write: Codexgate refuses
+	// to run from there.
+	base := filepath.Join(codextest.Root(), ".tools", "test")
+	os.MkdirAll(base, 0o700)
+	dir, err := os.MkdirTemp(base, "codexgate-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"os/user"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -43,8 +45,9 @@ type app struct {
 	log    *slog.Logger
 	desk   *desktop // nil when headless
 
-	mu     sync.Mutex // protects cfgErr
-	cfgErr string     // why the file on disk is not what runs; "" when it is
+	mu      sync.Mutex        // protects cfgErr, refused
+	cfgErr  string            // why the file on disk is not what runs; "" when it is
+	refused map[string]string // worker -> why containment refuses it, as last reported
 }
 
 // Run runs Codexgate until a signal, or Quit in the tray.
@@ -52,15 +55,32 @@ func Run(opts Options) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
 	slog.SetDefault(log)
 
-	cfgPath, err := configPath(opts.Config, log)
-	if err != nil {
-		return err
-	}
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		return err
+	cfgPath := opts.Config
+	var err error
+	if cfgPath == "" {
+		if cfgPath, err = config.DefaultPath(); err != nil {
+			return err
+		}
 	}
 	auditPath, err := approvals.DefaultAuditPath()
+	if err != nil {
+		return err
+	}
+	sock := opts.Socket
+	if sock == "" {
+		if sock, err = control.DefaultPath(); err != nil {
+			return err
+		}
+	}
+	guard, err := newGuard(cfgPath, auditPath, sock, opts.Codex)
+	if err != nil {
+		return err
+	}
+	firstRun, err := writeFirstConfig(cfgPath, guard, log)
+	if err != nil {
+		return err
+	}
+	cfg, err := config.Load(cfgPath, guard)
 	if err != nil {
 		return err
 	}
@@ -73,7 +93,7 @@ func Run(opts Options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	a := &app{opts: opts, ctx: ctx, log: log}
+	a := &app{opts: opts, ctx: ctx, log: log, refused: map[string]string{}}
 	a.queue = approvals.NewQueue(approvals.Options{
 		Limits:      cardLimits(cfg.Cards),
 		SettleDelay: cfg.Cards.SettleDelay.Duration,
@@ -83,18 +103,15 @@ func Run(opts Options) error {
 	})
 	if !opts.Headless {
 		a.desk = newDesktop(a, cfg, log)
+		if firstRun != "" {
+			a.desk.notifier.Say("Codexgate: add a project folder", firstRun)
+		}
 	}
 	if err := supervisor.AdoptOrphans(ctx, log); err != nil {
 		log.Warn("cannot adopt the orphans of workers", "err", err)
 	}
 	a.sup = supervisor.New(ctx, supervisor.Options{Approver: a.queue, Log: log, Version: opts.Version, Secret: secrets.Get, OnTurnEnded: a.onTurnEnded})
 
-	sock := opts.Socket
-	if sock == "" {
-		if sock, err = control.DefaultPath(); err != nil {
-			return err
-		}
-	}
 	a.server, err = control.Listen(sock, a.handle)
 	if err != nil {
 		return err
@@ -105,10 +122,11 @@ func Run(opts Options) error {
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- a.server.Serve(ctx) }()
 
+	a.reportRefused(cfg)
 	if err := a.sup.Apply(ctx, a.specs(cfg)); err != nil {
 		log.Error("start workers", "err", err)
 	}
-	if err := config.Watch(ctx, cfgPath, a.reload, a.configError, log); err != nil {
+	if err := config.Watch(ctx, cfgPath, guard, a.reload, a.configError, log); err != nil {
 		log.Warn("config changes will not be seen until a restart", "err", err)
 	}
 	log.Info("codexgate running", "config", cfgPath, "socket", sock, "audit", auditPath, "workers", len(cfg.Workers))
@@ -135,29 +153,77 @@ func logLevel() slog.Level {
 	return slog.LevelInfo
 }
 
-// configPath is the file to use; on a first run it writes a default one
-// with a worker for the current directory.
-func configPath(path string, log *slog.Logger) (string, error) {
-	if path == "" {
-		var err error
-		if path, err = config.DefaultPath(); err != nil {
-			return "", err
-		}
+// writeFirstConfig writes a default config on a first run (no file at
+// path): with a worker for the current directory when that can be a
+// workspace, or else with an example worker commented out. It returns what
+// to tell the person then, or "".
+func writeFirstConfig(path string, guard *config.Guard, log *slog.Logger) (string, error) {
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		return "", nil
 	}
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		cwd, err := os.Getwd()
-		if err != nil {
-			return "", fmt.Errorf("find current directory: %w", err)
-		}
-		wrote, err := config.WriteDefault(path, cwd)
-		if err != nil {
-			return "", err
-		}
-		if wrote {
-			log.Info("wrote a default config with one worker for the current directory", "config", path, "cwd", cwd)
-		}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("find current directory: %w", err)
 	}
-	return path, nil
+	problem := guard.Problem(cwd)
+	dir := cwd
+	if problem != "" {
+		dir = ""
+	}
+	wrote, err := config.WriteDefault(path, dir)
+	if err != nil || !wrote {
+		return "", err
+	}
+	if problem == "" {
+		log.Info("wrote a default config with one worker for the current directory", "config", path, "cwd", cwd)
+		return "", nil
+	}
+	msg := fmt.Sprintf("No worker was set up for %s, where Codexgate was first started: it %s, and a worker's sandbox can write its whole workspace without asking. "+
+		"To add a project folder, edit %s: uncomment the example [[worker]] and set its cwd to the folder; Codexgate starts it when you save.", cwd, problem, path)
+	log.Warn(msg)
+	return msg, nil
+}
+
+// newGuard is what the containment and trust rules protect in this run:
+// the home directory and Codexgate's own files, none of which may lie
+// under /tmp or $TMPDIR.
+func newGuard(cfgPath, auditPath, sock, codex string) (*config.Guard, error) {
+	g := &config.Guard{Codex: codex, Native: supervisor.NativeCodex, TempDir: os.Getenv("TMPDIR")}
+	if home, err := os.UserHomeDir(); err == nil {
+		g.Homes = append(g.Homes, home)
+		g.CodexHome = filepath.Join(home, ".codex")
+	}
+	if dir := os.Getenv("CODEX_HOME"); dir != "" {
+		g.CodexHome = dir
+	}
+	if u, err := user.Current(); err == nil && u.HomeDir != "" {
+		g.Homes = append(g.Homes, u.HomeDir)
+	}
+	if len(g.Homes) == 0 {
+		return nil, errors.New("cannot find your home directory, which no workspace may hold: set HOME")
+	}
+	g.Own = []config.Owned{
+		{What: "Codexgate's config file", Path: cfgPath},
+		{What: "Codexgate's state directory (the audit log)", Path: filepath.Dir(auditPath)},
+		{What: "Codexgate's control socket", Path: sock},
+		{What: "Codexgate's runtime directory", Path: filepath.Dir(sock)},
+	}
+	if dir := os.Getenv("XDG_RUNTIME_DIR"); dir != "" {
+		g.Own = append(g.Own, config.Owned{What: "the session's runtime directory", Path: dir})
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find the codexgate binary, which no workspace may hold: %w", err)
+	}
+	// The binaries beside it (the hotkey helper) are Codexgate's too.
+	g.Own = append(g.Own, config.Owned{What: "the folder of the codexgate binary", Path: filepath.Dir(exe)})
+	if real, err := filepath.EvalSymlinks(exe); err == nil && filepath.Dir(real) != filepath.Dir(exe) {
+		g.Own = append(g.Own, config.Owned{What: "the folder of the codexgate binary", Path: filepath.Dir(real)})
+	}
+	if err := g.CheckOwn(); err != nil {
+		return nil, err
+	}
+	return g, nil
 }
 
 func cardLimits(c config.Cards) approvals.Limits {
@@ -174,10 +240,35 @@ func (a *app) specs(cfg *config.Config) []supervisor.Spec {
 		}
 		out[i] = supervisor.Spec{
 			Name: w.Name, Cwd: w.Cwd, Codex: supervisor.NativeCodex(codex), Model: w.Model,
-			Args: w.Args, Env: w.Env, Secrets: w.Secrets,
+			Args: w.Args, Env: w.Env, Secrets: w.Secrets, Refused: w.Refused,
 		}
 	}
 	return out
+}
+
+// reportRefused logs and notifies each worker the containment rule refuses,
+// once per reason.
+func (a *app) reportRefused(cfg *config.Config) {
+	a.mu.Lock()
+	var news []config.Worker
+	now := map[string]string{}
+	for _, w := range cfg.Workers {
+		if w.Refused == "" {
+			continue
+		}
+		now[w.Name] = w.Refused
+		if a.refused[w.Name] != w.Refused {
+			news = append(news, w)
+		}
+	}
+	a.refused = now
+	a.mu.Unlock()
+	for _, w := range news {
+		a.log.Error("worker not started", "worker", w.Name, "reason", w.Refused)
+		if a.desk != nil {
+			a.desk.notifier.Say("Codexgate: worker "+w.Name+" not started", w.Refused)
+		}
+	}
 }
 
 // handle answers one control-socket request.
@@ -266,6 +357,7 @@ func (a *app) reload(cfg *config.Config) {
 	if a.desk != nil {
 		a.desk.reload(cfg)
 	}
+	a.reportRefused(cfg)
 	if err := a.sup.Apply(a.ctx, a.specs(cfg)); err != nil {
 		a.log.Error("apply config", "err", err)
 	}

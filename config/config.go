@@ -1,6 +1,9 @@
 // Package config reads and validates Codexgate's TOML file. Every error
 // names the file, the line and the field; unknown keys are errors, with a
-// suggestion, so a typo never silently drops a setting.
+// suggestion, so a typo never silently drops a setting. It also applies the
+// trust and containment rules (contain.go): a file or codex binary someone
+// else could change is refused, and so is a worker whose sandbox could
+// write the person's home or Codexgate's own files.
 package config
 
 import (
@@ -65,6 +68,9 @@ type Worker struct {
 	// Secrets maps environment variables of codex to keyring secrets, for
 	// a custom model provider's key. The agent's shell never sees them.
 	Secrets map[string]string `toml:"secrets"`
+	// Refused is why the containment rule keeps this worker from running,
+	// or "" (set by Load and Watch, never read from the file).
+	Refused string `toml:"-"`
 }
 
 // Cards are the limits on what a card shows.
@@ -134,13 +140,26 @@ func DefaultPath() (string, error) {
 	return filepath.Join(dir, "codexgate", "config.toml"), nil
 }
 
-// Load reads and validates the file at path.
-func Load(path string) (*Config, error) {
-	src, err := os.ReadFile(path)
+// Load reads and validates the file at path, and applies the trust and
+// containment rules of g to it: a file or codex binary someone else could
+// change is an error; a worker that breaks containment is marked Refused.
+func Load(path string, g *Guard) (*Config, error) {
+	src, err := readTrusted(path)
 	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
+		return nil, err
 	}
-	return Parse(path, src)
+	return parseGuarded(path, src, g)
+}
+
+func parseGuarded(path string, src []byte, g *Guard) (*Config, error) {
+	cfg, err := Parse(path, src)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.check(path, src, cfg); err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 // Parse validates src, the contents of the file named path.

@@ -79,7 +79,7 @@ func TestWriteDefault(t *testing.T) {
 	if err != nil || !wrote {
 		t.Fatal(wrote, err)
 	}
-	cfg, err := Load(path)
+	cfg, err := Load(path, &Guard{Homes: []string{"/nonexistent/home"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,5 +91,19 @@ func TestWriteDefault(t *testing.T) {
 	}
 	if wrote, err := WriteDefault(path, "/elsewhere"); wrote || err != nil {
 		t.Errorf("second write: %v %v", wrote, err)
+	}
+
+	// Without a folder it writes no worker, only a commented example.
+	example := filepath.Join(dir, "example", "config.toml")
+	if wrote, err := WriteDefault(example, ""); !wrote || err != nil {
+		t.Fatal(wrote, err)
+	}
+	cfg, err = Load(example, &Guard{Homes: []string{"/nonexistent/home"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ := os.ReadFile(example)
+	if len(cfg.Workers) != 0 || !strings.Contains(string(src), "# [[worker]]\n# name") || !strings.Contains(string(src), "To add a project folder") {
+		t.Errorf("example config = %+v\n%s", cfg.Workers, src)
 	}
 }

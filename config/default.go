@@ -15,20 +15,12 @@ const defaultTemplate = `# Codexgate configuration. Edits are picked up while th
 # One [[worker]] per workspace: each runs its own codex app-server with the
 # sandbox "workspace-write" and the approval policy "on-request", and every
 # approval it asks for becomes a card in the tray.
-
-[[worker]]
-# A unique name, used on the command line.
-name  = %s
-# The workspace; it must exist.
-cwd   = %s
-# A codex binary; empty: the one Codexgate installed.
-codex = ""
-# A model; empty: codex's default.
-model = ""
-# Extra arguments after "app-server", and extra environment for codex.
-args  = []
-env   = {}
-
+#
+# A command the agent runs inside its sandbox needs no card, and the sandbox
+# can write the whole workspace: a workspace may not be your home folder, a
+# folder above it, or one that holds Codexgate's own files. Such a worker is
+# refused and never starts.
+%s
 # [cards]
 # show_bytes   = 65536         # text a card shows before "Show all"
 # max_bytes    = 4194304       # larger requests are declined without asking
@@ -37,6 +29,33 @@ env   = {}
 # [hotkeys]                    # global keys for the oldest card; "" turns one off
 # allow = "ctrl+alt+y"
 # deny  = "ctrl+alt+n"
+`
+
+const workerTemplate = `
+[[worker]]
+# A unique name, used on the command line.
+name  = %s
+# The workspace, a project folder; it must exist.
+cwd   = %s
+# A codex binary; empty: the one Codexgate installed.
+codex = ""
+# A model; empty: codex's default.
+model = ""
+# Extra arguments after "app-server", and extra environment for codex.
+args  = []
+env   = {}
+`
+
+// exampleWorker is the worker of a first run from a folder that cannot be a
+// workspace: commented out, to be filled in.
+const exampleWorker = `
+# To add a project folder, remove the "# " before the five lines below and
+# set cwd to the folder. Codexgate starts the worker as soon as you save.
+# [[worker]]
+# name  = "myproject"
+# cwd   = "/path/to/myproject"
+# codex = ""
+# args  = []
 `
 
 // tomlString quotes s as a TOML basic string.
@@ -60,14 +79,19 @@ func tomlString(s string) string {
 
 var unsafeNameChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
-// WriteDefault writes a commented config with one worker for dir, unless a
-// file is already at path. It reports whether it wrote one.
+// WriteDefault writes a commented config with one worker for dir, or with
+// only a commented-out example worker when dir is "", unless a file is
+// already at path. It reports whether it wrote one.
 func WriteDefault(path, dir string) (bool, error) {
-	name := strings.Trim(unsafeNameChars.ReplaceAllString(filepath.Base(dir), "-"), "-._")
-	if name == "" {
-		name = "main"
+	worker := exampleWorker
+	if dir != "" {
+		name := strings.Trim(unsafeNameChars.ReplaceAllString(filepath.Base(dir), "-"), "-._")
+		if name == "" {
+			name = "main"
+		}
+		name = name[:min(len(name), 64)]
+		worker = fmt.Sprintf(workerTemplate, tomlString(name), tomlString(dir))
 	}
-	name = name[:min(len(name), 64)]
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return false, fmt.Errorf("create config directory: %w", err)
 	}
@@ -78,7 +102,7 @@ func WriteDefault(path, dir string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("write default config: %w", err)
 	}
-	_, err = fmt.Fprintf(f, defaultTemplate, tomlString(name), tomlString(dir))
+	_, err = fmt.Fprintf(f, defaultTemplate, worker)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

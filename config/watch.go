@@ -17,10 +17,11 @@ import (
 const settle = 200 * time.Millisecond
 
 // Watch reads the file at path again whenever it changes, until ctx ends:
-// onChange gets each valid new config, onError each problem (the caller
-// keeps running on the last good config). The directory is watched, not the
-// file, so that saves by rename or replace (vim, VS Code, sed -i) are seen.
-func Watch(ctx context.Context, path string, onChange func(*Config), onError func(error), log *slog.Logger) error {
+// onChange gets each valid new config, checked as Load checks it, onError
+// each problem (the caller keeps running on the last good config). The
+// directory is watched, not the file, so that saves by rename or replace
+// (vim, VS Code, sed -i) are seen.
+func Watch(ctx context.Context, path string, g *Guard, onChange func(*Config), onError func(error), log *slog.Logger) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("watch config: %w", err)
@@ -31,6 +32,7 @@ func Watch(ctx context.Context, path string, onChange func(*Config), onError fun
 		return fmt.Errorf("watch config directory: %w", err)
 	}
 	seen, _ := os.ReadFile(path)
+	applied := true
 	go func() {
 		defer w.Close()
 		var fire <-chan time.Time
@@ -52,20 +54,24 @@ func Watch(ctx context.Context, path string, onChange func(*Config), onError fun
 				log.Warn("config watch", "err", err)
 			case <-fire:
 				fire = nil
-				src, err := os.ReadFile(path)
+				src, err := readTrusted(path)
 				if err != nil {
-					onError(fmt.Errorf("read config: %w", err))
+					applied = false
+					onError(err)
 					continue
 				}
-				if bytes.Equal(src, seen) {
+				// A file that was refused is checked again at its next
+				// event, even unchanged: a chmod may have fixed it.
+				if applied && bytes.Equal(src, seen) {
 					continue
 				}
-				seen = src
-				cfg, err := Parse(path, src)
+				seen, applied = src, false
+				cfg, err := parseGuarded(path, src, g)
 				if err != nil {
 					onError(err)
 					continue
 				}
+				applied = true
 				onChange(cfg)
 			}
 		}

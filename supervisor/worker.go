@@ -47,6 +47,10 @@ type Spec struct {
 	// start, from the keyring secret named (Options.Secret). Codex's shell
 	// policy keeps them from the commands the agent runs.
 	Secrets map[string]string
+	// Refused, when set, is why this worker must not run (for example, its
+	// workspace holds Codexgate's own files): it never starts, and shows
+	// state failed with this as its last error.
+	Refused string
 }
 
 // Status is a worker as the command line and the tray show it.
@@ -186,6 +190,11 @@ func (w *Worker) stop(ctx context.Context) error {
 
 func (w *Worker) run(ctx context.Context) {
 	defer close(w.done)
+	if w.spec.Refused != "" {
+		w.log.Error("worker refused", "reason", w.spec.Refused)
+		w.setState(StateFailed, errors.New(w.spec.Refused))
+		return
+	}
 	b := w.opts.Backoff
 	failures := 0
 	for {
