@@ -295,8 +295,8 @@ func (a *app) Cards() []approvals.Card { return a.queue.Cards() }
 
 func (a *app) Full(id string) (string, approvals.Card, error) { return a.queue.Full(id) }
 
-func (a *app) MarkShownInFull(id string, revision int) error {
-	return a.queue.MarkShownInFull(id, revision)
+func (a *app) MarkShownInFull(id string, revision int, by approvals.By) error {
+	return a.queue.MarkShownInFull(id, revision, by)
 }
 
 func (a *app) Answer(ans approvals.Answer) (approvals.Answered, error) { return a.queue.Answer(ans) }

@@ -37,7 +37,9 @@ func (b *backend) open(t *testing.T, id, method, params, item string) {
 
 func (b *backend) Cards() []approvals.Card                        { return b.q.Cards() }
 func (b *backend) Full(id string) (string, approvals.Card, error) { return b.q.Full(id) }
-func (b *backend) MarkShownInFull(id string, rev int) error       { return b.q.MarkShownInFull(id, rev) }
+func (b *backend) MarkShownInFull(id string, rev int, by approvals.By) error {
+	return b.q.MarkShownInFull(id, rev, by)
+}
 func (b *backend) Answer(a approvals.Answer) (approvals.Answered, error) {
 	b.mu.Lock()
 	b.answers = append(b.answers, a)

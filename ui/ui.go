@@ -27,7 +27,7 @@ import (
 type Backend interface {
 	Cards() []approvals.Card
 	Full(id string) (string, approvals.Card, error)
-	MarkShownInFull(id string, revision int) error
+	MarkShownInFull(id string, revision int, by approvals.By) error
 	Answer(approvals.Answer) (approvals.Answered, error)
 	Workers() []supervisor.Status
 	StartTask(ctx context.Context, worker, prompt string) (string, error)
@@ -196,14 +196,16 @@ func (u *UI) Hotkey(name string) {
 func hotkeyRefusal(c approvals.Card, err error) string {
 	what := c.Worker + " " + string(c.Kind) + " " + c.Summary(labelBytes)
 	switch {
+	case errors.Is(err, approvals.ErrNotShown):
+		return what + ": it was not shown whole yet; open it in the panel, or run `codexgate show " + c.ID + "`, then press again"
 	case errors.Is(err, approvals.ErrTooSoon):
-		return what + ": it just arrived or changed; look at it, then press again"
+		return what + ": it just became the oldest or changed; look at it, then press again"
 	case errors.Is(err, approvals.ErrTruncated):
-		return what + ": it is too long to see here; open the panel and use Show all"
+		return what + ": it is too long to see at a glance; open the panel, use Show all and allow it there"
 	case errors.Is(err, approvals.ErrNeedsInput):
 		return what + ": it needs an answer typed in the panel"
 	case errors.Is(err, approvals.ErrGrants):
-		return what + ": it grants access; allow it from the panel"
+		return what + ": it grants more than running it once; allow it from the panel"
 	}
 	return fmt.Sprintf("%s: %v", what, err)
 }
