@@ -19,13 +19,14 @@ import (
 	"syscall"
 	"time"
 
+	"codexgate/approvals"
 	"codexgate/proc"
 	"codexgate/supervisor"
 )
 
 // Request is what a client asks.
 type Request struct {
-	Op       string            `json:"op"` // workers, task, interrupt, cards, answer
+	Op       string            `json:"op"` // workers, task, interrupt, cards, show, answer, panel, relogin
 	Worker   string            `json:"worker,omitempty"`
 	Prompt   string            `json:"prompt,omitempty"`
 	Card     string            `json:"card,omitempty"`
@@ -38,6 +39,14 @@ type Request struct {
 type WorkersReply struct {
 	Workers     []supervisor.Status `json:"workers"`
 	ConfigError string              `json:"configError,omitempty"`
+}
+
+// ShowReply is the answer to "show": a card and its whole text, every
+// byte, escaped. Serving it records that the card, at that revision, was
+// shown in full on the command line.
+type ShowReply struct {
+	Card approvals.Card `json:"card"`
+	Text string         `json:"text"`
 }
 
 // Response carries a result or an error.
