@@ -29,6 +29,9 @@ func TestDenyGoesOnAndStopEndsTheTurn(t *testing.T) {
 	if !exists(filepath.Join(ws["deny"], "a.txt")) {
 		t.Error("denied rm removed a.txt")
 	}
+	if rolloutHas(t, filepath.Join(a.dir, "deny-home"), `"turn_aborted"`) {
+		t.Error("deny interrupted the turn")
+	}
 	reqs := a.responses["deny"].Requests()
 	if len(reqs) < 2 || !strings.Contains(string(reqs[len(reqs)-1]), "rejected by user") {
 		t.Errorf("after deny the model was called %d times; the last request: %.2000s", len(reqs), reqs[len(reqs)-1])
