@@ -155,7 +155,7 @@ func TestPanelButtonsFollowTheCard(t *testing.T) {
 			t.Errorf("%q disabled = %v during the settle delay", btn.Text, btn.Disabled())
 		}
 	}
-	if want := "Allow|Allow, and always allow: rm a.txt|Deny|Deny and stop"; strings.Join(labels, "|") != want {
+	if want := "Allow this once|Allow, and always allow commands starting with: rm a.txt|Deny (the turn goes on)|Deny and stop the turn"; strings.Join(labels, "|") != want {
 		t.Errorf("buttons %q, want %q", labels, want)
 	}
 	// Deny is never held back.
