@@ -212,11 +212,15 @@ func Call(path string, req Request, timeout time.Duration) (json.RawMessage, err
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(timeout))
-	if err := json.NewEncoder(conn).Encode(req); err != nil {
-		return nil, fmt.Errorf("send request: %w", err)
-	}
+	// A refused peer gets its answer before the server has read the
+	// request, and the socket closed: the send then fails, but the reason
+	// is there to read.
+	sendErr := json.NewEncoder(conn).Encode(req)
 	var resp Response
 	if err := json.NewDecoder(conn).Decode(&resp); err != nil {
+		if sendErr != nil {
+			return nil, fmt.Errorf("send request: %w", sendErr)
+		}
 		return nil, fmt.Errorf("read response: %w", err)
 	}
 	if resp.Error != "" {
