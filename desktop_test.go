@@ -17,7 +17,8 @@ var artifacts = filepath.Join(codextest.Root(), ".tools", "artifacts")
 // TestDesktop runs the app as a person does, under the private desktop
 // session of `make test` (Xvfb, D-Bus, dunst, a tray): one notification per
 // card, a registered tray item, and the allow hotkey, which does nothing
-// before the settle delay and answers the oldest card after it.
+// before the settle delay and answers the oldest card, shown whole by
+// `codexgate show`, after it.
 func TestDesktop(t *testing.T) {
 	if os.Getenv("DISPLAY") == "" || os.Getenv("DBUS_SESSION_BUS_ADDRESS") == "" {
 		t.Fatal("no desktop session: run the tests with `make test`, which starts one")
@@ -63,7 +64,9 @@ func TestDesktop(t *testing.T) {
 		t.Logf("screenshot of the panel: %s", shot)
 	}
 
-	// Before the settle delay the allow key answers nothing.
+	// The hotkey allows only a card shown whole; and before the settle
+	// delay it answers nothing.
+	a.show(card)
 	if time.Since(card.CreatedAt) > 5*time.Second {
 		t.Fatalf("the card is already %v old; the early key press would prove nothing", time.Since(card.CreatedAt))
 	}

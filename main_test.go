@@ -286,6 +286,34 @@ func (a *testApp) idle(worker string) {
 	})
 }
 
+// show runs `codexgate show CARD`, which prints the card whole and lets
+// it be allowed.
+func (a *testApp) show(c approvals.Card) string {
+	a.t.Helper()
+	out := a.must("show", c.ID)
+	if !strings.Contains(out, "card "+c.ID+" · revision "+fmt.Sprint(c.Revision)) {
+		a.t.Fatalf("show printed %q", out)
+	}
+	return out
+}
+
+// quickAllow shows the card whole, then allows the oldest card without
+// naming it as soon as the settle delay lets it.
+func (a *testApp) quickAllow(c approvals.Card) string {
+	a.t.Helper()
+	a.show(c)
+	var out string
+	a.waitFor("the settle delay", func() bool {
+		o, err := a.run("answer", "allow")
+		if err != nil && !strings.Contains(o, "settle delay") {
+			a.t.Fatalf("answer allow: %v %q", err, o)
+		}
+		out = o
+		return err == nil
+	})
+	return out
+}
+
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
@@ -312,7 +340,7 @@ func TestCommandCardsFromTheCommandLine(t *testing.T) {
 	if out := a.must("cards"); !strings.Contains(out, c.ID) || !strings.Contains(out, "rm a.txt") {
 		t.Errorf("cards = %q", out)
 	}
-	out := a.must("answer", "allow")
+	out := a.quickAllow(c)
 	if !strings.Contains(out, c.ID) || !strings.Contains(out, `"accept"`) {
 		t.Errorf("answer printed %q", out)
 	}
@@ -351,6 +379,9 @@ func TestFileChangeCardShowsTheDiff(t *testing.T) {
 	if exists(target) {
 		t.Fatal("the patch applied before the answer")
 	}
+	if out := a.show(c); !strings.Contains(out, "+first line\n+second line") {
+		t.Errorf("show printed %q", out)
+	}
 	a.must("answer", "allow", c.ID)
 	a.idle("patcher")
 	if got, _ := os.ReadFile(target); string(got) != "first line\nsecond line\n" {
@@ -368,9 +399,7 @@ func TestTwoCommandsAreAnsweredOldestFirst(t *testing.T) {
 		t.Errorf("cards are not oldest first: %v, %v", cards[0].CreatedAt, cards[1].CreatedAt)
 	}
 	// The first answer goes to the oldest card, the second to the other.
-	// Deny sends cancel here (no decline is offered), which ends the turn and
-	// what still runs in it, so the allowed command is let finish first.
-	if out := a.must("answer", "allow"); !strings.HasPrefix(out, cards[0].ID+" allow") {
+	if out := a.quickAllow(cards[0]); !strings.HasPrefix(out, cards[0].ID+" allow") {
 		t.Errorf("first answer: %q, want it for %s", out, cards[0].ID)
 	}
 	a2, b2 := filepath.Join(ws["two"], "a.txt"), filepath.Join(ws["two"], "b.txt")
@@ -453,6 +482,7 @@ func TestPermissionsAndQuestionCards(t *testing.T) {
 	if c.Kind != approvals.KindPermissions || !strings.Contains(strings.Join(c.Permissions, ","), "write "+grant) || c.Reason != "write build output" {
 		t.Fatalf("permissions card = %+v", c)
 	}
+	a.show(c)
 	out := a.must("answer", "allow", c.ID)
 	if !strings.Contains(out, `"scope":"turn"`) || !strings.Contains(out, grant) {
 		t.Errorf("permissions answer sent %q", out)
@@ -464,6 +494,7 @@ func TestPermissionsAndQuestionCards(t *testing.T) {
 	if c.Kind != approvals.KindQuestion || len(c.Fields) != 1 || c.Fields[0].Name != "db" {
 		t.Fatalf("question card = %+v", c)
 	}
+	a.show(c)
 	if out, err := a.run("answer", "allow", c.ID); err == nil || !strings.Contains(out, "needs an answer") {
 		t.Errorf("allow without an answer: %v %q", err, out)
 	}
@@ -492,6 +523,7 @@ func TestAgentCannotAnswerForItself(t *testing.T) {
 	if escalated.Worker != "agent" || !strings.Contains(escalated.Command, "answer allow") {
 		t.Fatalf("second card = %+v", escalated)
 	}
+	a.show(escalated)
 	a.must("answer", "allow", escalated.ID)
 	a.idle("agent")
 	if open := a.cards(1); open[0].ID != victim.ID {

@@ -296,6 +296,8 @@ func (a *app) handle(ctx context.Context, req control.Request) (any, error) {
 		}
 		a.desk.ui.ShowPanel(req.Card)
 		return "shown", nil
+	case "show":
+		return a.show(req.Card)
 	case "answer":
 		d, err := approvals.ParseDecision(req.Decision)
 		if err != nil {
@@ -304,6 +306,26 @@ func (a *app) handle(ctx context.Context, req control.Request) (any, error) {
 		return a.queue.Answer(approvals.Answer{Card: req.Card, Decision: d, Revision: req.Revision, By: approvals.ByCLI, Values: req.Values})
 	}
 	return nil, fmt.Errorf("unknown request %q", req.Op)
+}
+
+// show serves a card whole and records, by the command line, that this
+// revision was shown in full: the record is made here, where the text is
+// served, so no client can claim it without being sent the text.
+func (a *app) show(id string) (control.ShowReply, error) {
+	if id == "" {
+		return control.ShowReply{}, errors.New("name the card: codexgate show CARD")
+	}
+	text, card, err := a.queue.Full(id)
+	if err != nil {
+		return control.ShowReply{}, err
+	}
+	if err := a.queue.MarkShownInFull(card.ID, card.Revision, approvals.ByCLI); err != nil {
+		return control.ShowReply{}, fmt.Errorf("%w; run show again", err)
+	}
+	if !card.ShownInFull {
+		card.ShownInFull, card.ShownBy = true, approvals.ByCLI
+	}
+	return control.ShowReply{Card: card, Text: text}, nil
 }
 
 // reloginWait bounds the restart of the workers after a login.
@@ -393,8 +415,8 @@ func (a *app) Cards() []approvals.Card { return a.queue.Cards() }
 
 func (a *app) Full(id string) (string, approvals.Card, error) { return a.queue.Full(id) }
 
-func (a *app) MarkShownInFull(id string, revision int) error {
-	return a.queue.MarkShownInFull(id, revision)
+func (a *app) MarkShownInFull(id string, revision int, by approvals.By) error {
+	return a.queue.MarkShownInFull(id, revision, by)
 }
 
 func (a *app) Answer(ans approvals.Answer) (approvals.Answered, error) { return a.queue.Answer(ans) }

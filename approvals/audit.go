@@ -23,7 +23,7 @@ const (
 // Record is one line of the audit log.
 type Record struct {
 	Time       time.Time       `json:"time"`
-	Event      string          `json:"event"` // open, end, refused
+	Event      string          `json:"event"` // open, revised, shown, end, unsent, refused
 	Card       string          `json:"card,omitempty"`
 	Worker     string          `json:"worker,omitempty"`
 	ThreadID   string          `json:"threadId,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -76,20 +77,26 @@ type Card struct {
 	// Amendment is the command prefix that allow-prefix would allow from now on.
 	Amendment []string `json:"amendment,omitempty"`
 	// HostRules are the network rules (host and allow/deny) codex proposes to save.
-	HostRules []string     `json:"hostRules,omitempty"`
-	Changes   []FileChange `json:"changes,omitempty"`
-	Diff      string       `json:"diff"`
-	Server    string       `json:"server,omitempty"`
-	Message   string       `json:"message,omitempty"`
-	URL       string       `json:"url,omitempty"`
-	Fields    []Field      `json:"fields,omitempty"`
+	HostRules []string `json:"hostRules,omitempty"`
+	// Rules are, for allow-prefix, allow-host and deny-host, the prefix or
+	// host of the amendment that decision sends, escaped.
+	Rules   map[Decision]string `json:"rules,omitempty"`
+	Changes []FileChange        `json:"changes,omitempty"`
+	Diff    string              `json:"diff"`
+	Server  string              `json:"server,omitempty"`
+	Message string              `json:"message,omitempty"`
+	URL     string              `json:"url,omitempty"`
+	Fields  []Field             `json:"fields,omitempty"`
 
 	// Body is the card's whole text, labelled lines then the diff, capped.
 	Body string `json:"body"`
 	// Truncated: Body (or a field) does not show everything. Such a card can
 	// only be allowed after the full text was shown (MarkShownInFull).
-	Truncated   bool `json:"truncated"`
+	Truncated bool `json:"truncated"`
+	// ShownInFull: a view showed the whole text of this revision
+	// (MarkShownInFull), ShownBy which one. A new revision clears it.
 	ShownInFull bool `json:"shownInFull"`
+	ShownBy     By   `json:"shownBy,omitempty"`
 	FullBytes   int  `json:"fullBytes"`
 
 	Revision   int        `json:"revision"`
@@ -104,15 +111,89 @@ type Card struct {
 }
 
 // Grants says what allowing the card grants beyond running it once, for
-// buttons such as "Allow and grant writes under /path"; empty when nothing.
+// labels such as "Allow and grant writes under /path"; empty when nothing.
+// The permissions of a permissions card, and the additionalPermissions a
+// command carries, are granted by a plain allow.
 func (c *Card) Grants() string {
 	switch {
 	case c.GrantRoot != "":
 		return "grant writes under " + c.GrantRoot
-	case c.Kind == KindPermissions:
+	case len(c.Permissions) > 0:
 		return "grant " + strings.Join(c.Permissions, ", ")
 	}
 	return ""
+}
+
+// labelBytes caps the part of a decision label taken from the card.
+const labelBytes = 120
+
+// DecisionLabel is what every view (buttons, menus, notification actions,
+// the command line) calls decision d on this card: what it does, what it
+// grants, and for a rule, the exact rule that is sent.
+func (c *Card) DecisionLabel(d Decision) string {
+	grants := FirstLine(c.Grants(), labelBytes)
+	rule := FirstLine(c.Rules[d], labelBytes)
+	switch d {
+	case DecisionAllow:
+		switch {
+		case c.Kind == KindQuestion:
+			return "Send the answers"
+		case c.Kind == KindElicitation && len(c.Fields) > 0:
+			return "Accept and send the form"
+		case c.Kind == KindElicitation:
+			return "Accept"
+		case grants != "":
+			return "Allow and " + grants
+		}
+		return "Allow this once"
+	case DecisionAllowSession:
+		what := "Allow for this session"
+		switch c.Kind {
+		case KindCommand:
+			what = "Allow, and don't ask again for this command this session"
+		case KindNetwork:
+			what = "Allow this host for this session"
+		case KindFileChange:
+			what = "Allow, and don't ask again for these files this session"
+		}
+		if grants != "" {
+			return what + ", and " + grants
+		}
+		return what
+	case DecisionAllowPrefix:
+		return "Allow, and always allow commands starting with: " + rule
+	case DecisionAllowHost:
+		return "Allow, and always allow " + rule
+	case DecisionDenyHost:
+		return "Deny, and always block " + rule
+	case DecisionDeny:
+		switch c.Kind {
+		case KindPermissions:
+			return "Deny: grant nothing (the turn goes on)"
+		case KindQuestion:
+			return "Deny: answer nothing (the turn goes on)"
+		case KindElicitation:
+			return "Decline (the turn goes on)"
+		}
+		return "Deny (the turn goes on)"
+	case DecisionStop:
+		if c.Kind == KindElicitation {
+			// MCP's cancel: dismissed without a choice; codex does not
+			// promise that it ends the turn.
+			return "Cancel (dismiss without an answer)"
+		}
+		return "Deny and stop the turn"
+	}
+	return string(d)
+}
+
+// QuickYesOffered reports whether the card, by what it is, may be allowed
+// without being named or opened (hotkey, notification action): allow is
+// offered, it is not truncated, needs no typed input and grants nothing.
+// Whether it was shown in full and has settled as the oldest is for the
+// queue to judge when the answer comes.
+func (c *Card) QuickYesOffered() bool {
+	return !c.Truncated && !c.NeedsInput && c.Grants() == "" && slices.Contains(c.Decisions, DecisionAllow)
 }
 
 // Summary is the card in one escaped line of at most about limit bytes,
@@ -137,8 +218,11 @@ func (c *Card) Summary(limit int) string {
 	return FirstLine(c.Message, limit)
 }
 
-// Allows reports whether d lets something happen.
-func (d Decision) Allows() bool { return d != DecisionDeny && d != DecisionStop }
+// Allows reports whether d lets something happen. deny-host saves a rule,
+// but one that only blocks: it is a denial.
+func (d Decision) Allows() bool {
+	return d != DecisionDeny && d != DecisionStop && d != DecisionDenyHost
+}
 
 // Limits bound what a card shows and what is refused outright.
 type Limits struct {

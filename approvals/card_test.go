@@ -83,7 +83,7 @@ func TestBuildCards(t *testing.T) {
 			replies: map[Decision]string{
 				DecisionAllow:       `{"decision":"accept"}`,
 				DecisionAllowPrefix: `{"decision":{"acceptWithExecpolicyAmendment":{"execpolicy_amendment":["touch","/opt/probe_escalated.txt"]}}}`,
-				DecisionDeny:        `{"decision":"cancel"}`, // decline is not offered
+				DecisionDeny:        `{"decision":"decline"}`, // not listed, and honoured all the same
 				DecisionStop:        `{"decision":"cancel"}`,
 			},
 			check: func(t *testing.T, c *Card) {
@@ -98,7 +98,7 @@ func TestBuildCards(t *testing.T) {
 		{
 			name: "command with additional permissions", req: req(MethodCommandApproval, withPermissions, ""), kind: KindCommand,
 			decisions: []Decision{DecisionAllow, DecisionDeny, DecisionStop},
-			replies:   map[Decision]string{DecisionAllow: `{"decision":"accept"}`, DecisionDeny: `{"decision":"cancel"}`},
+			replies:   map[Decision]string{DecisionAllow: `{"decision":"accept"}`, DecisionDeny: `{"decision":"decline"}`, DecisionStop: `{"decision":"cancel"}`},
 			check: func(t *testing.T, c *Card) {
 				if !slices.Equal(c.Permissions, []string{"write /opt/addperm"}) {
 					t.Errorf("permissions %q", c.Permissions)

@@ -156,43 +156,51 @@ func buildCommand(raw json.RawMessage) (*built, error) {
 		}
 	}
 	for _, raw := range p.AvailableDecisions {
-		d, ok := commandDecision(raw, p)
-		if !ok {
-			continue // a decision codexgate cannot show is not offered
+		d, rule, ok := commandDecision(raw, p)
+		if !ok || d == DecisionDeny || d == DecisionStop {
+			continue // a decision codexgate cannot show is not offered; deny and stop are set below
 		}
-		if kind == "humanCommand" && d != DecisionAllow && d != DecisionDeny && d != DecisionStop {
+		if kind == "humanCommand" && d != DecisionAllow {
 			continue // a human checkpoint takes one-time decisions only
 		}
 		if _, dup := b.replies[d]; !dup {
 			b.replies[d] = mustJSON(map[string]json.RawMessage{"decision": raw})
+			if rule != "" {
+				if c.Rules == nil {
+					c.Rules = map[Decision]string{}
+				}
+				c.Rules[d] = rule
+			}
 		}
 	}
-	// A plain deny is always possible: decline where it is offered, cancel
-	// (which also ends the turn) where only that is.
-	if _, ok := b.replies[DecisionDeny]; !ok {
-		b.replies[DecisionDeny] = decision("cancel")
-	}
+	// Deny and stop are always offered, whatever availableDecisions lists:
+	// codex keeps Denied (the call is refused, the turn goes on) and Abort
+	// (the turn is interrupted) apart, and 0.171.0 honours decline even
+	// where it lists only cancel (PROTOCOL.md 2.1).
+	b.replies[DecisionDeny] = decision("decline")
+	b.replies[DecisionStop] = decision("cancel")
 	c.Decisions = orderDecisions(b.replies)
 	return b, nil
 }
 
-// commandDecision maps one entry of availableDecisions to a decision word.
-// Amendments count only when they match what the request proposes, so the
-// rule that is saved is the rule that was shown.
-func commandDecision(raw json.RawMessage, p commandParams) (Decision, bool) {
+// commandDecision maps one entry of availableDecisions to a decision word
+// and, for an amendment, the rule it sends (escaped). Amendments count only
+// when they match what the request proposes, so the rule that is saved is
+// the rule that was shown.
+func commandDecision(raw json.RawMessage, p commandParams) (Decision, string, bool) {
 	var word string
 	if json.Unmarshal(raw, &word) == nil {
 		switch word {
 		case "accept":
-			return DecisionAllow, true
+			return DecisionAllow, "", true
 		case "acceptForSession":
-			return DecisionAllowSession, true
+			return DecisionAllowSession, "", true
 		case "decline":
-			return DecisionDeny, true
+			return DecisionDeny, "", true
 		case "cancel":
-			return DecisionStop, true
+			return DecisionStop, "", true
 		}
-		return "", false
+		return "", "", false
 	}
 	var obj struct {
 		Exec *struct {
@@ -203,20 +211,20 @@ func commandDecision(raw json.RawMessage, p commandParams) (Decision, bool) {
 		} `json:"applyNetworkPolicyAmendment"`
 	}
 	if json.Unmarshal(raw, &obj) != nil {
-		return "", false
+		return "", "", false
 	}
 	switch {
 	case obj.Exec != nil && len(obj.Exec.Amendment) > 0 && slices.Equal(obj.Exec.Amendment, p.ProposedExecpolicyAmendment):
-		return DecisionAllowPrefix, true
+		return DecisionAllowPrefix, strings.Join(lines(obj.Exec.Amendment), " "), true
 	case obj.Net != nil && slices.Contains(p.ProposedNetworkAmendments, obj.Net.Amendment):
 		switch obj.Net.Amendment.Action {
 		case "allow":
-			return DecisionAllowHost, true
+			return DecisionAllowHost, line(obj.Net.Amendment.Host), true
 		case "deny":
-			return DecisionDenyHost, true
+			return DecisionDenyHost, line(obj.Net.Amendment.Host), true
 		}
 	}
-	return "", false
+	return "", "", false
 }
 
 var decisionOrder = []Decision{DecisionAllow, DecisionAllowSession, DecisionAllowPrefix, DecisionAllowHost, DecisionDeny, DecisionDenyHost, DecisionStop}

@@ -1,7 +1,8 @@
 // Package approvals turns codex's server requests into cards: it decides
 // what a person is shown (escaped, capped), keeps the open cards oldest first
-// across workers, applies the safety rules (fail closed, revisions, the full
-// view for truncated cards, the settle delay for hotkeys), maps a decision to
+// across workers, applies the safety rules (fail closed, revisions, a yes
+// only to a card shown in full, the quick-yes rules for hotkeys,
+// notifications and answers that name no card), maps a decision to
 // the exact reply the protocol expects, and writes the audit log before any
 // reply goes out.
 //

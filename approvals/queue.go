@@ -10,20 +10,29 @@ import (
 	"time"
 )
 
-// Errors of Answer, for callers that branch on them.
+// Errors of Answer, for callers that branch on them. Answer wraps them
+// with the card and what to do about it.
 var (
 	ErrNoCards         = errors.New("no open cards")
 	ErrUnknownCard     = errors.New("no such card")
 	ErrAlreadyAnswered = errors.New("already answered")
 	ErrClosed          = errors.New("card closed")
 	ErrStale           = errors.New("the card changed since it was shown")
-	ErrTruncated       = errors.New("the card was not shown in full")
 	ErrNotOffered      = errors.New("decision not offered for this card")
-	ErrNeedsInput      = errors.New("the card needs input from the panel")
-	ErrTooSoon         = errors.New("the card is too new to allow by hotkey")
-	ErrGrants          = errors.New("the card grants access and must be allowed from the panel")
 	ErrAudit           = errors.New("the audit log cannot be written")
 	ErrNotSent         = errors.New("the worker is gone; nothing was sent")
+
+	// Refusals of a yes. A quick yes (hotkey, notification, or an answer
+	// that names no card) needs all of: shown in full at this revision,
+	// the oldest card, unchanged, for the settle delay, not truncated, no
+	// typed input, nothing granted. A yes that names its card needs it
+	// shown in full at this revision.
+	ErrNotShown   = errors.New("the card was not shown in full at its current revision")
+	ErrTruncated  = errors.New("the card is too long to show whole at a glance")
+	ErrNeedsInput = errors.New("the card needs typed input")
+	ErrGrants     = errors.New("allowing the card grants more than running it once")
+	ErrNotOldest  = errors.New("only the oldest card can be allowed without naming it")
+	ErrTooSoon    = errors.New("the card has not been the oldest, unchanged, for the settle delay")
 )
 
 // ChangeKind is what happened to a card.
@@ -46,8 +55,8 @@ type Change struct {
 // Options configure a Queue.
 type Options struct {
 	Limits Limits
-	// SettleDelay: a card must have been the oldest, unchanged, this long
-	// before a hotkey or notification may allow it.
+	// SettleDelay: a card must have been the oldest, with the same id and
+	// revision, this long before a quick yes may allow it.
 	SettleDelay time.Duration
 	Audit       Auditor
 	Log         *slog.Logger
@@ -64,7 +73,10 @@ type Answer struct {
 	// Revision is the revision the person saw; 0 accepts only a card that
 	// never changed.
 	Revision int
-	By       By
+	// By is the view that answered. Hotkeys and notifications, and any
+	// answer that names no Card, are quick answers: a yes among them must
+	// pass every rule of the quick yes.
+	By By
 	// Values are the entries of a form or the chosen answers, by field name.
 	Values map[string]string
 }
@@ -84,14 +96,23 @@ const endedMemory = 4096
 type Queue struct {
 	opts Options
 
-	mu          sync.Mutex // protects open, ended, endedOrder, seq, oldestSince
-	open        []*entry   // by arrival
-	ended       map[string]string
-	endedOrder  []string
-	seq         uint64
-	oldestSince time.Time // when open[0] became the oldest
+	mu         sync.Mutex // protects open, ended, endedOrder, seq, oldest
+	open       []*entry   // by arrival
+	ended      map[string]string
+	endedOrder []string
+	seq        uint64
+	oldest     settle
 
 	notifyMu sync.Mutex // keeps OnChange calls in order
+}
+
+// settle is the card that is the oldest, at which revision, and since when:
+// the clock of the settle delay restarts whenever the id or the revision of
+// open[0] changes.
+type settle struct {
+	id       string
+	revision int
+	since    time.Time
 }
 
 type entry struct {
@@ -104,6 +125,16 @@ func (e *entry) size() int { return e.built.size() + len(e.req.Params) + len(e.r
 
 func (e *entry) is(worker string, session uint64) bool {
 	return e.req.Worker == worker && e.req.Session == session
+}
+
+// ownsItem reports whether ev is about e's own item. Item ids are the
+// model's call ids, which can repeat across parallel calls and turns: an
+// item is known by worker, session, thread, turn and id, and an empty id
+// names no item.
+func (e *entry) ownsItem(ev Event) bool {
+	c := &e.card
+	return e.is(ev.Worker, ev.Session) && ev.ItemID != "" &&
+		c.ItemID == ev.ItemID && c.ThreadID == ev.ThreadID && c.TurnID == ev.TurnID
 }
 
 // NewQueue returns an empty queue.
@@ -168,9 +199,7 @@ func (q *Queue) Open(req Request) {
 		return
 	}
 	q.open = append(q.open, e)
-	if len(q.open) == 1 {
-		q.oldestSince = c.CreatedAt
-	}
+	q.touchOldest()
 	q.notify(Change{Kind: CardOpened, Card: *c})
 }
 
@@ -281,7 +310,7 @@ func (q *Queue) Event(ev Event) {
 		c := &e.card
 		switch ev.Kind {
 		case ItemCompleted:
-			return c.ItemID == ev.ItemID, "its item completed"
+			return e.ownsItem(ev), "its item completed"
 		case TurnCompleted:
 			return c.TurnID == ev.TurnID, "its turn ended"
 		case TurnStarted:
@@ -345,7 +374,7 @@ func (q *Queue) updateItem(ev Event) {
 	var hits []*entry
 	var reqs []Request
 	for _, e := range q.open {
-		if e.is(ev.Worker, ev.Session) && e.card.ItemID == ev.ItemID && e.card.Kind == KindFileChange {
+		if e.ownsItem(ev) && e.card.Kind == KindFileChange {
 			req := e.req
 			req.Item = ev.Item
 			hits, reqs = append(hits, e), append(reqs, req)
@@ -395,6 +424,7 @@ func (q *Queue) revise(e *entry, req Request, b *built, err error, lim Limits, w
 	b.card.ID, b.card.CreatedAt = old.ID, old.CreatedAt
 	b.card.Revision, b.card.ChangedAt = old.Revision+1, q.opts.Now()
 	e.built, e.req = b, keep(req, b.card.Kind, lim)
+	q.touchOldest()
 	rec := record("revised", &b.card, req.Method)
 	rec.Why = why
 	if err := q.opts.Audit.Write(rec); err != nil {
@@ -403,10 +433,17 @@ func (q *Queue) revise(e *entry, req Request, b *built, err error, lim Limits, w
 	return Change{Kind: CardUpdated, Card: b.card}
 }
 
-// touchOldest restarts the settle clock when the oldest card changed; q.mu is held.
+// touchOldest restarts the settle clock when the oldest card is another
+// card, or the same card at another revision; q.mu is held. It is called
+// after every change of the queue.
 func (q *Queue) touchOldest() {
-	if len(q.open) > 0 && q.open[0].card.CreatedAt.After(q.oldestSince) {
-		q.oldestSince = q.opts.Now()
+	if len(q.open) == 0 {
+		q.oldest = settle{}
+		return
+	}
+	c := &q.open[0].card
+	if c.ID != q.oldest.id || c.Revision != q.oldest.revision {
+		q.oldest = settle{id: c.ID, revision: c.Revision, since: q.opts.Now()}
 	}
 }
 
@@ -495,54 +532,95 @@ func (q *Queue) check(e *entry, index int, a Answer) (json.RawMessage, error) {
 		return nil, fmt.Errorf("%w: %s (offered: %v)", ErrNotOffered, a.Decision, c.Decisions)
 	}
 	if a.Revision != c.Revision && !(a.Revision == 0 && c.Revision == 1) {
-		return nil, fmt.Errorf("%w: it is at revision %d, the answer saw %d", ErrStale, c.Revision, a.Revision)
+		return nil, fmt.Errorf("%w: it is at revision %d, the answer saw %d; run `codexgate show %s` and answer with --revision %d",
+			ErrStale, c.Revision, a.Revision, c.ID, c.Revision)
 	}
 	if !a.Decision.Allows() {
-		return reply, nil
+		return reply, nil // a no is never held back
 	}
-	if c.Truncated && !c.ShownInFull {
-		return nil, fmt.Errorf("%w: open it in the panel and use Show all first", ErrTruncated)
-	}
-	if a.By == ByHotkey || a.By == ByNotification {
-		switch {
-		case c.NeedsInput:
-			return nil, ErrNeedsInput
-		case c.Grants() != "":
-			return nil, ErrGrants
-		case index != 0:
-			return nil, errors.New("only the oldest card can be allowed this way")
+	quick := a.Card == "" || a.By == ByHotkey || a.By == ByNotification
+	switch {
+	case quick:
+		if err := q.quickYes(e, index, a.Decision); err != nil {
+			return nil, err
 		}
-		since := q.oldestSince
-		if c.ChangedAt.After(since) {
-			since = c.ChangedAt
+	case a.By == ByCLI:
+		if !c.ShownInFull {
+			return nil, fmt.Errorf("%w: run `codexgate show %s` first", ErrNotShown, c.ID)
 		}
-		if q.opts.Now().Before(since.Add(q.opts.SettleDelay)) {
-			return nil, ErrTooSoon
+	case a.By == ByPanel:
+		if c.Truncated && !c.ShownInFull {
+			return nil, fmt.Errorf("%w: use Show all in the panel first", ErrNotShown)
 		}
+	default:
+		return nil, fmt.Errorf("an answer by %q cannot allow", a.By)
 	}
 	if reply == nil {
 		if a.By != ByPanel && a.By != ByCLI {
-			return nil, ErrNeedsInput
+			return nil, fmt.Errorf("%w: answer it in the panel", ErrNeedsInput)
 		}
 		return formReply(e.built, a.Values)
 	}
 	return reply, nil
 }
 
-// MarkShownInFull records that the whole text of a card, at revision, was
-// shown; a truncated card can be allowed only after that.
-func (q *Queue) MarkShownInFull(id string, revision int) error {
+// quickYes applies the rules of a yes given without naming or looking at
+// the card; q.mu is held.
+func (q *Queue) quickYes(e *entry, index int, d Decision) error {
+	c := &e.card
+	byName := fmt.Sprintf("`codexgate show %s`, then `codexgate answer %s %s`", c.ID, d, c.ID)
+	switch {
+	case index != 0:
+		return fmt.Errorf("%w: name it: %s", ErrNotOldest, byName)
+	case c.Truncated:
+		return fmt.Errorf("%w: read it all with %s, or use Show all in the panel", ErrTruncated, byName)
+	case c.NeedsInput:
+		return fmt.Errorf("%w: answer it in the panel, or with `codexgate answer %s %s --value NAME=VALUE`", ErrNeedsInput, d, c.ID)
+	case d != DecisionAllow:
+		return fmt.Errorf("%w: %s saves a rule or lasts the session; name the card: %s", ErrGrants, d, byName)
+	case c.Grants() != "":
+		return fmt.Errorf("%w (it would %s): allow it from the panel, or name it: %s", ErrGrants, c.Grants(), byName)
+	case !c.ShownInFull:
+		return fmt.Errorf("%w: run `codexgate show %s` or open it in the panel first", ErrNotShown, c.ID)
+	}
+	ready := q.oldest.since.Add(q.opts.SettleDelay)
+	if q.oldest.id != c.ID || q.oldest.revision != c.Revision || q.opts.Now().Before(ready) {
+		wait := max(ready.Sub(q.opts.Now()), 0).Round(100 * time.Millisecond)
+		return fmt.Errorf("%w (%s): look at it, and try again in %s", ErrTooSoon, q.opts.SettleDelay, wait)
+	}
+	return nil
+}
+
+// MarkShownInFull records that a view showed the whole text of card id at
+// revision: the panel for a card that is not truncated or after Show all, a
+// notification whose body held the whole card, `codexgate show`. A yes
+// needs it; a new revision clears it. It is recorded in the audit log, and
+// not recorded at all when the log cannot be written.
+func (q *Queue) MarkShownInFull(id string, revision int, by By) error {
+	if id == "" {
+		return fmt.Errorf("no card named: %w", ErrUnknownCard)
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	i, err := q.find(id)
 	if err != nil {
 		return err
 	}
-	c := &q.open[i].card
+	e := q.open[i]
+	c := &e.card
 	if c.Revision != revision {
-		return fmt.Errorf("card %s: %w", id, ErrStale)
+		return fmt.Errorf("card %s: %w: it is at revision %d, revision %d was shown", id, ErrStale, c.Revision, revision)
 	}
-	c.ShownInFull = true
+	if c.ShownInFull {
+		return nil
+	}
+	rec := record("shown", c, e.req.Method)
+	rec.By = by
+	if err := q.opts.Audit.Write(rec); err != nil {
+		q.opts.Log.Error("audit log", "err", err)
+		return fmt.Errorf("card %s: %w: %v", id, ErrAudit, err)
+	}
+	c.ShownInFull, c.ShownBy = true, by
 	return nil
 }
 

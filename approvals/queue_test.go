@@ -45,6 +45,21 @@ func newQueue(t *testing.T) (*approvals.Queue, *approvalstest.Audit, *clock) {
 	return q, audit, clk
 }
 
+// shown records that card id, at its current revision, was shown whole on
+// the command line.
+func shown(t *testing.T, q *approvals.Queue, id string) {
+	t.Helper()
+	for _, c := range q.Cards() {
+		if c.ID == id {
+			if err := q.MarkShownInFull(id, c.Revision, approvals.ByCLI); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no open card %s", id)
+}
+
 func openCommand(t *testing.T, q *approvals.Queue, worker, id, item string) *approvalstest.Replies {
 	req, replies := approvalstest.Request(t, worker, 1, id, approvals.MethodCommandApproval, fmt.Sprintf(command, item, item), "")
 	q.Open(req)
@@ -52,7 +67,7 @@ func openCommand(t *testing.T, q *approvals.Queue, worker, id, item string) *app
 }
 
 func TestOldestFirstAcrossWorkers(t *testing.T) {
-	q, audit, _ := newQueue(t)
+	q, audit, clk := newQueue(t)
 	r1 := openCommand(t, q, "api", "0", "a")
 	r2 := openCommand(t, q, "web", "0", "b")
 	r3 := openCommand(t, q, "api", "1", "c")
@@ -60,6 +75,8 @@ func TestOldestFirstAcrossWorkers(t *testing.T) {
 	if len(cards) != 3 || cards[0].Worker != "api" || cards[1].Worker != "web" || cards[2].Command != "rm c" {
 		t.Fatalf("cards = %+v", cards)
 	}
+	shown(t, q, cards[0].ID)
+	clk.Add(2 * time.Second)
 	got, err := q.Answer(approvals.Answer{Decision: approvals.DecisionAllow, By: approvals.ByCLI})
 	if err != nil || got.Card.ID != cards[0].ID || string(got.Reply) != `{"decision":"accept"}` {
 		t.Fatalf("answer oldest: %+v %v", got, err)
@@ -103,7 +120,7 @@ func TestDecisionsNotOfferedAreRefused(t *testing.T) {
 	if _, err := q.Answer(approvals.Answer{Decision: approvals.DecisionDeny, By: approvals.ByCLI}); err != nil {
 		t.Fatal(err)
 	}
-	if s := replies.Sent(); len(s) != 1 || string(s[0]) != `{"decision":"cancel"}` {
+	if s := replies.Sent(); len(s) != 1 || string(s[0]) != `{"decision":"decline"}` {
 		t.Errorf("deny without decline offered sent %s", s)
 	}
 }
@@ -116,7 +133,7 @@ func TestWhatIsShownIsWhatIsAnswered(t *testing.T) {
 	if c.Revision != 1 || !strings.Contains(c.Diff, "+first") {
 		t.Fatalf("card %+v", c)
 	}
-	q.Event(approvals.Event{Kind: approvals.ItemUpdated, Worker: "api", Session: 1, ItemID: "p1", Item: json.RawMessage(fmt.Sprintf(patchItem, "second"))})
+	q.Event(approvals.Event{Kind: approvals.ItemUpdated, Worker: "api", Session: 1, ThreadID: "T", TurnID: "U", ItemID: "p1", Item: json.RawMessage(fmt.Sprintf(patchItem, "second"))})
 	c2 := q.Cards()[0]
 	if c2.ID != c.ID || c2.Revision != 2 || !strings.Contains(c2.Diff, "+second") || strings.Contains(c2.Diff, "first") {
 		t.Fatalf("updated card %+v", c2)
@@ -136,7 +153,7 @@ func TestWhatIsShownIsWhatIsAnswered(t *testing.T) {
 	// A patch update that leaves nothing to show is declined.
 	req, replies = approvalstest.Request(t, "api", 1, "1", approvals.MethodFileChangeApproval, fileChange, fmt.Sprintf(patchItem, "x"))
 	q.Open(req)
-	q.Event(approvals.Event{Kind: approvals.ItemUpdated, Worker: "api", Session: 1, ItemID: "p1", Item: json.RawMessage(`{"type":"fileChange","id":"p1","changes":[]}`)})
+	q.Event(approvals.Event{Kind: approvals.ItemUpdated, Worker: "api", Session: 1, ThreadID: "T", TurnID: "U", ItemID: "p1", Item: json.RawMessage(`{"type":"fileChange","id":"p1","changes":[]}`)})
 	if s := replies.Sent(); len(q.Cards()) != 0 || len(s) != 1 || string(s[0]) != `{"decision":"decline"}` {
 		t.Errorf("empty update: cards %d, sent %s", len(q.Cards()), s)
 	}
@@ -194,7 +211,7 @@ func TestSubApprovalsCloseWithTheirItem(t *testing.T) {
 	if len(q.Cards()) != 2 {
 		t.Fatal("each sub-approval is its own card")
 	}
-	q.Event(approvals.Event{Kind: approvals.ItemCompleted, Worker: "api", Session: 1, ItemID: "parent"})
+	q.Event(approvals.Event{Kind: approvals.ItemCompleted, Worker: "api", Session: 1, ThreadID: "T", TurnID: "U", ItemID: "parent"})
 	if len(q.Cards()) != 0 {
 		t.Error("sub-approvals stayed open after their item completed")
 	}
@@ -235,10 +252,13 @@ func TestTruncatedCardsNeedTheFullView(t *testing.T) {
 	if err != nil || !strings.Contains(full, strings.Repeat("x", 5000)) {
 		t.Fatalf("full text: %v", err)
 	}
-	if err := q.MarkShownInFull(c.ID, c.Revision); err != nil {
+	if err := q.MarkShownInFull(c.ID, c.Revision, approvals.ByPanel); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Answer(approvals.Answer{Decision: approvals.DecisionAllow, By: approvals.ByPanel}); err != nil {
+	if _, err := q.Answer(approvals.Answer{Decision: approvals.DecisionAllow, By: approvals.ByHotkey}); !errors.Is(err, approvals.ErrTruncated) {
+		t.Errorf("quick allow of a truncated card shown in full: %v", err)
+	}
+	if _, err := q.Answer(approvals.Answer{Card: c.ID, Decision: approvals.DecisionAllow, By: approvals.ByPanel}); err != nil {
 		t.Fatal(err)
 	}
 	if len(replies.Sent()) != 1 {
@@ -246,50 +266,13 @@ func TestTruncatedCardsNeedTheFullView(t *testing.T) {
 	}
 }
 
-func TestHotkeyAllowRules(t *testing.T) {
-	q, _, clk := newQueue(t)
-	openCommand(t, q, "api", "0", "a")
-	hotkey := approvals.Answer{Decision: approvals.DecisionAllow, By: approvals.ByHotkey}
-	if _, err := q.Answer(hotkey); !errors.Is(err, approvals.ErrTooSoon) {
-		t.Errorf("allow before the settle delay: %v", err)
-	}
-	clk.Add(1500 * time.Millisecond)
-	openCommand(t, q, "api", "1", "b")
-	if _, err := q.Answer(hotkey); err != nil {
-		t.Errorf("allow after the settle delay: %v", err)
-	}
-	// The next card just became the oldest: it must settle too.
-	if _, err := q.Answer(hotkey); !errors.Is(err, approvals.ErrTooSoon) {
-		t.Errorf("allow of a card just become the oldest: %v", err)
-	}
-	if _, err := q.Answer(approvals.Answer{Decision: approvals.DecisionDeny, By: approvals.ByHotkey}); err != nil {
-		t.Errorf("deny is never delayed: %v", err)
-	}
-	perm, _ := approvalstest.Request(t, "api", 1, "2", approvals.MethodPermissions,
-		`{"threadId":"T","turnId":"U","itemId":"i","cwd":"/w","permissions":{"network":{"enabled":true},"fileSystem":null}}`, "")
-	q.Open(perm)
-	clk.Add(time.Minute)
-	if _, err := q.Answer(hotkey); !errors.Is(err, approvals.ErrGrants) {
-		t.Errorf("allow of a grant by hotkey: %v", err)
-	}
-	q.Answer(approvals.Answer{Decision: approvals.DecisionDeny, By: approvals.ByHotkey})
-	question, _ := approvalstest.Request(t, "api", 1, "3", approvals.MethodUserInput,
-		`{"threadId":"T","turnId":"U","itemId":"i","questions":[{"id":"q","header":"H","question":"?","isOther":false,"isSecret":false,"options":[{"label":"A","description":""}]}]}`, "")
-	q.Open(question)
-	clk.Add(time.Minute)
-	if _, err := q.Answer(hotkey); !errors.Is(err, approvals.ErrNeedsInput) {
-		t.Errorf("allow of a question by hotkey: %v", err)
-	}
-	if _, err := q.Answer(approvals.Answer{Decision: approvals.DecisionAllow, By: approvals.ByCLI, Values: map[string]string{"q": "A"}}); err != nil {
-		t.Errorf("answer with values: %v", err)
-	}
-}
-
 func TestNoYesWithoutAnAuditRecord(t *testing.T) {
 	q, audit, _ := newQueue(t)
 	replies := openCommand(t, q, "api", "0", "a")
+	id := q.Cards()[0].ID
+	shown(t, q, id)
 	audit.Fail(errors.New("disk full"))
-	if _, err := q.Answer(approvals.Answer{Decision: approvals.DecisionAllow, By: approvals.ByCLI}); !errors.Is(err, approvals.ErrAudit) {
+	if _, err := q.Answer(approvals.Answer{Card: id, Decision: approvals.DecisionAllow, By: approvals.ByCLI}); !errors.Is(err, approvals.ErrAudit) {
 		t.Errorf("allow without audit: %v", err)
 	}
 	if len(replies.Sent()) != 0 || len(q.Cards()) != 1 {
@@ -327,7 +310,9 @@ func TestAnswerAfterTheWorkerIsGone(t *testing.T) {
 	q, _, _ := newQueue(t)
 	replies := openCommand(t, q, "api", "0", "a")
 	replies.Disconnect()
-	if _, err := q.Answer(approvals.Answer{Decision: approvals.DecisionAllow, By: approvals.ByCLI}); !errors.Is(err, approvals.ErrNotSent) {
+	id := q.Cards()[0].ID
+	shown(t, q, id)
+	if _, err := q.Answer(approvals.Answer{Card: id, Decision: approvals.DecisionAllow, By: approvals.ByCLI}); !errors.Is(err, approvals.ErrNotSent) {
 		t.Errorf("answer to a gone worker: %v", err)
 	}
 }

@@ -24,9 +24,14 @@ const usage = `usage:
   codexgate [--config PATH] [--socket PATH] [--headless]   run (tray and panel; --headless: no UI)
   codexgate task WORKER PROMPT...          start a turn on a worker; prints the turn id
   codexgate cards [--json]                 open cards, oldest first
-  codexgate answer DECISION [CARD]         allow | allow-session | deny | stop (and allow-prefix,
-                                           allow-host, deny-host where offered); CARD defaults
-                                           to the oldest; --revision N names the revision seen;
+  codexgate show CARD                      a card whole, with its decisions; lets it be allowed
+  codexgate answer DECISION [CARD]         allow | allow-session | deny (the turn goes on) |
+                                           stop (deny and stop the turn), and allow-prefix,
+                                           allow-host, deny-host where offered. A yes needs the
+                                           card shown in full (codexgate show CARD or the
+                                           panel); without CARD it answers the oldest, and a
+                                           yes also needs it settled, short, granting nothing;
+                                           --revision N names the revision seen;
                                            --value NAME=VALUE answers a question or form field
   codexgate workers [--json]               worker status
   codexgate panel [CARD]                   open the panel (at a card)
@@ -82,6 +87,8 @@ func Run(args []string, build Build) error {
 		return cmdTask(g, args)
 	case "cards":
 		return cmdCards(g, args)
+	case "show":
+		return cmdShow(g, args)
 	case "answer":
 		return cmdAnswer(g, args)
 	case "workers":
@@ -205,7 +212,7 @@ func cmdCards(g globalFlags, args []string) error {
 	for _, c := range cards {
 		what := c.Summary(120)
 		if c.Truncated {
-			what += " [truncated: open it in the panel]"
+			what += " [truncated: codexgate show " + c.ID + "]"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", c.ID, c.Revision, c.Kind, joinDecisions(c.Decisions), what)
 	}
@@ -258,8 +265,40 @@ func cmdAnswer(g globalFlags, args []string) error {
 	if err := g.call(req, &sent); err != nil {
 		return err
 	}
-	fmt.Printf("%s %s: sent %s\n", sent.Card.ID, sent.Decision, sent.Reply)
+	fmt.Printf("%s %s (%s, revision %d): sent %s\n", sent.Card.ID, sent.Decision, sent.Card.DecisionLabel(sent.Decision), sent.Card.Revision, sent.Reply)
 	return nil
+}
+
+// cmdShow prints a card whole: its id, revision and decisions, and every
+// byte of its escaped text. The app records that it was shown in full.
+func cmdShow(g globalFlags, args []string) error {
+	if len(args) != 1 || args[0] == "" {
+		return errors.New("usage: codexgate show CARD")
+	}
+	var r control.ShowReply
+	if err := g.call(control.Request{Op: "show", Card: args[0]}, &r); err != nil {
+		return err
+	}
+	c := r.Card
+	var out strings.Builder
+	fmt.Fprintf(&out, "card %s · revision %d · %s · %d bytes, shown whole\n\n", c.ID, c.Revision, c.Kind, len(r.Text))
+	out.WriteString(r.Text)
+	if !strings.HasSuffix(r.Text, "\n") {
+		out.WriteString("\n")
+	}
+	out.WriteString("\ndecisions:\n")
+	tw := tabwriter.NewWriter(&out, 0, 4, 2, ' ', 0)
+	for _, d := range c.Decisions {
+		fmt.Fprintf(tw, "  %s\t%s\n", d, c.DecisionLabel(d))
+	}
+	tw.Flush()
+	rev := ""
+	if c.Revision != 1 {
+		rev = fmt.Sprintf(" --revision %d", c.Revision)
+	}
+	fmt.Fprintf(&out, "\nanswer with: codexgate answer DECISION %s%s\n", c.ID, rev)
+	_, err := io.WriteString(os.Stdout, out.String())
+	return err
 }
 
 func printJSON(v any) error {

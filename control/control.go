@@ -19,13 +19,14 @@ import (
 	"syscall"
 	"time"
 
+	"codexgate/approvals"
 	"codexgate/proc"
 	"codexgate/supervisor"
 )
 
 // Request is what a client asks.
 type Request struct {
-	Op       string            `json:"op"` // workers, task, interrupt, cards, answer
+	Op       string            `json:"op"` // workers, task, interrupt, cards, show, answer, panel, relogin
 	Worker   string            `json:"worker,omitempty"`
 	Prompt   string            `json:"prompt,omitempty"`
 	Card     string            `json:"card,omitempty"`
@@ -38,6 +39,14 @@ type Request struct {
 type WorkersReply struct {
 	Workers     []supervisor.Status `json:"workers"`
 	ConfigError string              `json:"configError,omitempty"`
+}
+
+// ShowReply is the answer to "show": a card and its whole text, every
+// byte, escaped. Serving it records that the card, at that revision, was
+// shown in full on the command line.
+type ShowReply struct {
+	Card approvals.Card `json:"card"`
+	Text string         `json:"text"`
 }
 
 // Response carries a result or an error.
@@ -203,11 +212,15 @@ func Call(path string, req Request, timeout time.Duration) (json.RawMessage, err
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(timeout))
-	if err := json.NewEncoder(conn).Encode(req); err != nil {
-		return nil, fmt.Errorf("send request: %w", err)
-	}
+	// A refused peer gets its answer before the server has read the
+	// request, and the socket closed: the send then fails, but the reason
+	// is there to read.
+	sendErr := json.NewEncoder(conn).Encode(req)
 	var resp Response
 	if err := json.NewDecoder(conn).Decode(&resp); err != nil {
+		if sendErr != nil {
+			return nil, fmt.Errorf("send request: %w", sendErr)
+		}
 		return nil, fmt.Errorf("read response: %w", err)
 	}
 	if resp.Error != "" {

@@ -3,7 +3,6 @@ package ui
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -201,30 +200,8 @@ func truncationNotice(c approvals.Card) string {
 	return fmt.Sprintf("… %d more bytes are not shown here: use Show all.", max(c.FullBytes-len(c.Body), 0))
 }
 
-// buttonLabel names a decision, and what it grants.
-func buttonLabel(c approvals.Card, d approvals.Decision) string {
-	switch d {
-	case approvals.DecisionAllow:
-		if g := c.Grants(); g != "" {
-			return "Allow and " + approvals.FirstLine(g, labelBytes)
-		}
-		return "Allow"
-	case approvals.DecisionAllowSession:
-		if c.Kind == approvals.KindPermissions {
-			return "Allow for the session and " + approvals.FirstLine(c.Grants(), labelBytes)
-		}
-		return "Allow for this session"
-	case approvals.DecisionAllowPrefix:
-		return "Allow, and always allow: " + approvals.FirstLine(strings.Join(c.Amendment, " "), labelBytes)
-	case approvals.DecisionAllowHost:
-		return "Allow, and always allow " + c.Host
-	case approvals.DecisionDenyHost:
-		return "Deny, and always block " + c.Host
-	case approvals.DecisionStop:
-		return "Deny and stop"
-	}
-	return "Deny"
-}
+// buttonLabel names a decision: what it does, and what it grants.
+func buttonLabel(c approvals.Card, d approvals.Decision) string { return c.DecisionLabel(d) }
 
 // buildForm adds the inputs of a question or elicitation card.
 func (p *panel) buildForm(c approvals.Card) {
@@ -299,7 +276,7 @@ func (p *panel) openFull() {
 	w.SetContent(container.NewScroll(grid))
 	w.Resize(fyne.NewSize(980, 700))
 	w.Show()
-	if err := p.u.b.MarkShownInFull(c.ID, c.Revision); err != nil {
+	if err := p.u.b.MarkShownInFull(c.ID, c.Revision, approvals.ByPanel); err != nil {
 		p.status.SetText(err.Error())
 		return
 	}

@@ -37,7 +37,9 @@ func (b *backend) open(t *testing.T, id, method, params, item string) {
 
 func (b *backend) Cards() []approvals.Card                        { return b.q.Cards() }
 func (b *backend) Full(id string) (string, approvals.Card, error) { return b.q.Full(id) }
-func (b *backend) MarkShownInFull(id string, rev int) error       { return b.q.MarkShownInFull(id, rev) }
+func (b *backend) MarkShownInFull(id string, rev int, by approvals.By) error {
+	return b.q.MarkShownInFull(id, rev, by)
+}
 func (b *backend) Answer(a approvals.Answer) (approvals.Answered, error) {
 	b.mu.Lock()
 	b.answers = append(b.answers, a)
@@ -153,7 +155,7 @@ func TestPanelButtonsFollowTheCard(t *testing.T) {
 			t.Errorf("%q disabled = %v during the settle delay", btn.Text, btn.Disabled())
 		}
 	}
-	if want := "Allow|Allow, and always allow: rm a.txt|Deny|Deny and stop"; strings.Join(labels, "|") != want {
+	if want := "Allow this once|Allow, and always allow commands starting with: rm a.txt|Deny (the turn goes on)|Deny and stop the turn"; strings.Join(labels, "|") != want {
 		t.Errorf("buttons %q, want %q", labels, want)
 	}
 	// Deny is never held back.

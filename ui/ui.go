@@ -25,7 +25,7 @@ import (
 type Backend interface {
 	Cards() []approvals.Card
 	Full(id string) (string, approvals.Card, error)
-	MarkShownInFull(id string, revision int) error
+	MarkShownInFull(id string, revision int, by approvals.By) error
 	Answer(approvals.Answer) (approvals.Answered, error)
 	Workers() []supervisor.Status
 	StartTask(ctx context.Context, worker, prompt string) (string, error)

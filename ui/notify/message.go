@@ -95,14 +95,16 @@ func Summary(held []approvals.Change) (string, string) {
 func Refusal(c approvals.Card, err error) string {
 	what := c.Worker + " " + string(c.Kind) + " " + c.Summary(labelBytes)
 	switch {
+	case errors.Is(err, approvals.ErrNotShown):
+		return what + ": it was not shown whole yet; open it in the panel, or run `codexgate show " + c.ID + "`, then try again"
 	case errors.Is(err, approvals.ErrTooSoon):
-		return what + ": it just arrived or changed; look at it, then press again"
+		return what + ": it just became the oldest or changed; look at it, then try again"
 	case errors.Is(err, approvals.ErrTruncated):
-		return what + ": it is too long to see here; open the panel and use Show all"
+		return what + ": it is too long to see at a glance; open the panel, use Show all and allow it there"
 	case errors.Is(err, approvals.ErrNeedsInput):
 		return what + ": it needs an answer typed in the panel"
 	case errors.Is(err, approvals.ErrGrants):
-		return what + ": it grants access; allow it from the panel"
+		return what + ": it grants more than running it once; allow it from the panel"
 	}
 	return fmt.Sprintf("%s: %v", what, err)
 }

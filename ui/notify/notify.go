@@ -51,7 +51,7 @@ type Sender func(title, body string) error
 // Queue is the card queue, as a notification answers it.
 type Queue interface {
 	Answer(approvals.Answer) (approvals.Answered, error)
-	MarkShownInFull(id string, revision int) error
+	MarkShownInFull(id string, revision int, by approvals.By) error
 }
 
 // Options configure a Notifier.
@@ -289,13 +289,11 @@ func (n *Notifier) showCard(ctx context.Context, c approvals.Card, prev *shown) 
 	if whole {
 		body = strings.TrimSuffix(c.Body, "\n")
 	}
-	s := &shown{card: c, allow: whole && n.srv.can("actions") && quickYes(c)}
+	s := &shown{card: c, allow: whole && n.srv.can("actions") && c.QuickYesOffered()}
 	nt := note{title: title, body: body, actions: n.actions(c, s.allow), sticky: true}
 	n.replace(ctx, prev, s, nt)
 	if whole && s.id != 0 {
-		// On this branch the queue records a view without naming it; the
-		// answer that follows is recorded as by notification.
-		if err := n.opts.Queue.MarkShownInFull(c.ID, c.Revision); err != nil {
+		if err := n.opts.Queue.MarkShownInFull(c.ID, c.Revision, approvals.ByNotification); err != nil {
 			n.log.Debug("card changed or closed while its notification was shown", "card", c.ID, "err", err)
 		}
 	}
@@ -326,13 +324,6 @@ func (n *Notifier) replace(ctx context.Context, prev, s *shown, nt note) {
 func holdsWhole(c approvals.Card) bool {
 	const wholeBytes, wholeLines = 1024, 12
 	return !c.Truncated && c.Body != "" && len(c.Body) <= wholeBytes && strings.Count(c.Body, "\n") <= wholeLines
-}
-
-// quickYes: the card may be allowed without opening the panel, by the
-// rules the queue applies to an answer by notification (except the ones of
-// time: oldest and settled, which only the queue can judge).
-func quickYes(c approvals.Card) bool {
-	return !c.Truncated && !c.NeedsInput && c.Grants() == "" && slices.Contains(c.Decisions, approvals.DecisionAllow)
 }
 
 func (n *Notifier) actions(c approvals.Card, allow bool) []string {

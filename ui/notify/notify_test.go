@@ -192,7 +192,7 @@ func TestNewRevisionReplacesAndCloseTakesBack(t *testing.T) {
 	req, replies := approvalstest.Request(t, "api", 1, "0", approvals.MethodFileChangeApproval, fmt.Sprintf(fileChange, "null"), fmt.Sprintf(patchItem, "first"))
 	h.q.Open(req)
 	first := h.srv.wait(1)[0]
-	h.q.Event(approvals.Event{Kind: approvals.ItemUpdated, Worker: "api", Session: 1, ItemID: "p1", Item: json.RawMessage(fmt.Sprintf(patchItem, "second"))})
+	h.q.Event(approvals.Event{Kind: approvals.ItemUpdated, Worker: "api", Session: 1, ThreadID: "T", TurnID: "U", ItemID: "p1", Item: json.RawMessage(fmt.Sprintf(patchItem, "second"))})
 	second := h.srv.wait(2)[1]
 	if second.method != "Notify" || second.replaces != first.id || !strings.Contains(second.body, "+second") || strings.Contains(second.body, "+first") {
 		t.Fatalf("new revision: %+v, want a Notify replacing %d", second, first.id)
@@ -280,7 +280,7 @@ func TestRefusedAllowIsExplained(t *testing.T) {
 	}
 	why := calls[2]
 	if why.method != "Notify" || why.title != "Not answered from the notification" ||
-		!strings.Contains(why.body, "api command rm a.txt: it just arrived or changed; look at it, then press again") {
+		!strings.Contains(why.body, "api command rm a.txt: it just became the oldest or changed; look at it, then try again") {
 		t.Fatalf("explanation %+v", why)
 	}
 	if !slices.Contains(why.actions, "allow") || why.expire != 0 {
@@ -361,10 +361,11 @@ func TestRefusal(t *testing.T) {
 	t.Parallel()
 	c := approvals.Card{Worker: "api", Kind: approvals.KindCommand, Command: "ls"}
 	for err, want := range map[error]string{
-		approvals.ErrTooSoon:    "api command ls: it just arrived or changed; look at it, then press again",
-		approvals.ErrGrants:     "api command ls: it grants access; allow it from the panel",
+		approvals.ErrNotShown:   "api command ls: it was not shown whole yet; open it in the panel, or run `codexgate show `, then try again",
+		approvals.ErrTooSoon:    "api command ls: it just became the oldest or changed; look at it, then try again",
+		approvals.ErrGrants:     "api command ls: it grants more than running it once; allow it from the panel",
 		approvals.ErrNeedsInput: "api command ls: it needs an answer typed in the panel",
-		approvals.ErrTruncated:  "api command ls: it is too long to see here; open the panel and use Show all",
+		approvals.ErrTruncated:  "api command ls: it is too long to see at a glance; open the panel, use Show all and allow it there",
 		errors.New("other"):     "api command ls: card x: other",
 	} {
 		if got := Refusal(c, fmt.Errorf("card x: %w", err)); got != want {
