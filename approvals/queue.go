@@ -248,8 +248,9 @@ func (q *Queue) Event(ev Event) {
 		}
 		return false, ""
 	}
+	var replies []pendingReply
 	if ev.Kind == ItemUpdated {
-		changes = q.updateItem(ev)
+		changes, replies = q.updateItem(ev)
 	}
 	kept := q.open[:0]
 	for _, e := range q.open {
@@ -269,11 +270,22 @@ func (q *Queue) Event(ev Event) {
 		if err := q.opts.Audit.Write(rec); err != nil {
 			q.opts.Log.Error("audit log", "err", err)
 		}
-		if err := e.req.Reply(reply); err != nil {
-			q.opts.Log.Warn("deny on stop", "card", e.card.ID, "err", err)
-		}
+		replies = append(replies, pendingReply{e, reply, "deny on stop"})
 	}
 	q.notify(changes...)
+	// Outside the lock: a worker slow to take its reply holds up no other card.
+	for _, r := range replies {
+		if err := r.e.req.Reply(r.reply); err != nil {
+			q.opts.Log.Warn(r.what, "card", r.e.card.ID, "err", err)
+		}
+	}
+}
+
+// pendingReply is a reply decided under the lock and sent after it.
+type pendingReply struct {
+	e     *entry
+	reply json.RawMessage
+	what  string // for the log, if it cannot be sent
 }
 
 // end records that e closed without an answer from a person; q.mu is held.
@@ -290,9 +302,11 @@ func (q *Queue) end(e *entry, why string) Change {
 }
 
 // updateItem rebuilds the cards of an item whose changes were replaced. A
-// card that can no longer be shown is declined. q.mu is held.
-func (q *Queue) updateItem(ev Event) []Change {
+// card that can no longer be shown is declined, by a reply the caller sends
+// after the lock. q.mu is held.
+func (q *Queue) updateItem(ev Event) ([]Change, []pendingReply) {
 	var changes []Change
+	var replies []pendingReply
 	kept := q.open[:0]
 	for _, e := range q.open {
 		if !e.is(ev.Worker, ev.Session) || e.card.ItemID != ev.ItemID || e.card.Kind != KindFileChange {
@@ -304,9 +318,7 @@ func (q *Queue) updateItem(ev Event) []Change {
 		b, err := build(req, q.opts.Limits)
 		if err != nil {
 			changes = append(changes, q.end(e, "its patch changed and cannot be shown: "+err.Error()))
-			if err := req.Reply(e.replies[DecisionDeny]); err != nil {
-				q.opts.Log.Warn("deny changed patch", "card", e.card.ID, "err", err)
-			}
+			replies = append(replies, pendingReply{e, e.replies[DecisionDeny], "deny changed patch"})
 			continue
 		}
 		old := e.card
@@ -320,7 +332,7 @@ func (q *Queue) updateItem(ev Event) []Change {
 		kept = append(kept, e)
 	}
 	q.open = kept
-	return changes
+	return changes, replies
 }
 
 // touchOldest restarts the settle clock when the oldest card changed; q.mu is held.
