@@ -184,9 +184,18 @@ func (a *app) specs(cfg *config.Config) []supervisor.Spec {
 func (a *app) handle(ctx context.Context, req control.Request) (any, error) {
 	switch req.Op {
 	case "workers":
+		reply := control.WorkersReply{Workers: a.sup.Statuses(), Stderr: map[string][]string{}}
+		for _, st := range reply.Workers {
+			if lines, err := a.sup.Stderr(st.Name); err == nil && len(lines) > 0 {
+				reply.Stderr[st.Name] = lines
+			}
+		}
 		a.mu.Lock()
-		defer a.mu.Unlock()
-		return control.WorkersReply{Workers: a.sup.Statuses(), ConfigError: a.cfgErr}, nil
+		reply.ConfigError = a.cfgErr
+		a.mu.Unlock()
+		return reply, nil
+	case "restart":
+		return nil, a.Restart(req.Worker)
 	case "task":
 		return a.StartTask(ctx, req.Worker, req.Prompt)
 	case "relogin":
@@ -218,39 +227,61 @@ func (a *app) handle(ctx context.Context, req control.Request) (any, error) {
 // reloginWait bounds the restart of the workers after a login.
 const reloginWait = 90 * time.Second
 
-// relogin restarts every running worker, so that it logs in with the key
-// now in the keyring, and waits until each is ready or failed.
-func (a *app) relogin(ctx context.Context) ([]supervisor.Status, error) {
-	restarted := map[string]int{} // worker -> pid of the process it had
-	for _, st := range a.sup.Statuses() {
-		switch st.State {
-		case supervisor.StatePaused, supervisor.StateFailed, supervisor.StateStopped:
+// relogin reads the keyring again and restarts every worker that can run
+// (running, waiting to restart, or failed), so that it starts with the key
+// now there; paused and refused workers stay as they are. It waits until
+// each restarted worker is ready or failed, and reports every worker.
+func (a *app) relogin(ctx context.Context) ([]control.ReloginResult, error) {
+	a.sup.RereadSecrets()
+	statuses := a.sup.Statuses()
+	results := make([]control.ReloginResult, len(statuses))
+	oldPID := map[string]int{}
+	for i, st := range statuses {
+		results[i] = control.ReloginResult{Name: st.Name, State: st.State}
+		if st.State == supervisor.StatePaused || st.State == supervisor.StateStopped {
+			results[i].Error = fmt.Sprintf("%s: it reads the key when it starts", st.State)
 			continue
 		}
 		if err := a.Restart(st.Name); err != nil {
-			return nil, err
+			results[i].Error = err.Error()
+			continue
 		}
-		restarted[st.Name] = st.PID
+		results[i].Restarted = true
+		oldPID[st.Name] = st.PID
 	}
 	ctx, cancel := context.WithTimeout(ctx, reloginWait)
 	defer cancel()
 	for {
-		statuses := a.sup.Statuses()
-		settled := true
-		for _, st := range statuses {
-			old, ok := restarted[st.Name]
-			ready := st.State == supervisor.StateIdle && st.PID != old || st.State == supervisor.StateFailed
-			if ok && !ready {
-				settled = false
-			}
-		}
-		if settled {
-			return statuses, nil
-		}
+		// A restart is taken at once, but the worker leaves a failed state
+		// only as its run loop starts the process: look after a moment.
 		select {
 		case <-ctx.Done():
-			return statuses, nil
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(200 * time.Millisecond):
+		}
+		settled := true
+		for i := range results {
+			r := &results[i]
+			if !r.Restarted {
+				continue
+			}
+			w, err := a.sup.Worker(r.Name)
+			if err != nil {
+				r.State, r.Error = supervisor.StateStopped, err.Error()
+				continue
+			}
+			st := w.Status()
+			r.State, r.Error = st.State, ""
+			switch {
+			case st.State == supervisor.StateIdle && st.PID != oldPID[r.Name]:
+			case st.State == supervisor.StateFailed:
+				r.Error = st.LastError
+			default:
+				settled = false
+				r.Error = "not ready yet"
+			}
+		}
+		if settled || ctx.Err() != nil {
+			return results, nil
 		}
 	}
 }

@@ -27,7 +27,7 @@ import (
 
 // Request is what a client asks.
 type Request struct {
-	Op       string            `json:"op"` // workers, task, interrupt, cards, answer
+	Op       string            `json:"op"` // workers, task, interrupt, restart, relogin, cards, answer, panel
 	Worker   string            `json:"worker,omitempty"`
 	Prompt   string            `json:"prompt,omitempty"`
 	Card     string            `json:"card,omitempty"`
@@ -40,6 +40,18 @@ type Request struct {
 type WorkersReply struct {
 	Workers     []supervisor.Status `json:"workers"`
 	ConfigError string              `json:"configError,omitempty"`
+	// Stderr is each worker's last stderr lines, by name (kept apart from
+	// Status, which stays comparable).
+	Stderr map[string][]string `json:"stderr,omitempty"`
+}
+
+// ReloginResult is one worker's part in "relogin".
+type ReloginResult struct {
+	Name      string           `json:"name"`
+	State     supervisor.State `json:"state"`
+	Restarted bool             `json:"restarted"`
+	// Error is why the worker was not restarted, or why it is not ready.
+	Error string `json:"error,omitempty"`
 }
 
 // Response carries a result or an error.
