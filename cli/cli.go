@@ -401,9 +401,9 @@ func (g globalFlags) relogin() error {
 		case !r.Restarted:
 			fmt.Printf("%s: not restarted (%s)\n", r.Name, why)
 		case r.State == supervisor.StateIdle:
-			fmt.Printf("%s: restarted, %s\n", r.Name, r.State)
+			fmt.Printf("%s: %s (restarted)\n", r.Name, r.State)
 		default:
-			fmt.Printf("%s: restarted, %s: %s\n", r.Name, r.State, why)
+			fmt.Printf("%s: %s (restarted): %s\n", r.Name, r.State, why)
 			failed = append(failed, r.Name)
 		}
 	}

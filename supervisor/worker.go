@@ -75,7 +75,9 @@ type Approver interface {
 // Backoff paces restarts after crashes.
 type Backoff struct {
 	Min, Max time.Duration
-	// MaxFailures consecutive failed starts or crashes mark a worker failed.
+	// MaxFailures consecutive failed starts (runs that never got ready)
+	// mark a worker failed. A worker that got ready and then crashed is
+	// restarted, however often, after a growing delay.
 	MaxFailures int
 	// StableAfter is how long a run must last to reset the failure count.
 	StableAfter time.Duration
@@ -262,16 +264,16 @@ func (w *Worker) run(ctx context.Context) {
 		return
 	}
 	b, clock := w.opts.Backoff, w.opts.Clock
-	failures := 0
+	failures, failedStarts := 0, 0 // consecutive runs that ended unasked; of them, those that never got ready
 	for {
 		started := clock.Now()
-		err := w.runOnce(ctx)
+		ready, err := w.runOnce(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		var ctl *controlled
 		if errors.As(err, &ctl) {
-			failures = 0
+			failures, failedStarts = 0, 0
 			if ctl.op == ctlPause && !w.hold(ctx, StatePaused, nil) {
 				return
 			}
@@ -283,16 +285,20 @@ func (w *Worker) run(ctx context.Context) {
 				failures = 0
 			}
 			failures++
+			failedStarts++
+			if ready {
+				failedStarts = 0
+			}
 		}
-		if startErr != nil || failures >= b.MaxFailures {
+		if startErr != nil || failedStarts >= b.MaxFailures {
 			if startErr == nil {
-				err = fmt.Errorf("%w; gave up after %d failures in a row", err, failures)
+				err = fmt.Errorf("%w; gave up after %d failed starts in a row", err, failedStarts)
 			}
 			w.log.Error("worker failed; it waits for a restart", "err", err)
 			if !w.hold(ctx, StateFailed, err) {
 				return
 			}
-			failures = 0
+			failures, failedStarts = 0, 0
 			continue
 		}
 		delay := b.delay(failures)
@@ -384,16 +390,16 @@ type startError struct{ err error }
 func (e *startError) Error() string { return e.err.Error() }
 func (e *startError) Unwrap() error { return e.err }
 
-// runOnce runs one codex process from spawn to exit. It returns nil when ctx
-// ended it, and why it ended otherwise.
-func (w *Worker) runOnce(ctx context.Context) error {
+// runOnce runs one codex process from spawn to exit. It reports whether
+// the process got ready, and why it ended: nil when ctx ended it.
+func (w *Worker) runOnce(ctx context.Context) (ready bool, err error) {
 	w.transition(StateStarting, running{}, nil)
 	if w.spec.Codex == "" {
-		return &startError{fmt.Errorf("start worker %q: no codex binary: set codex in the config, or build with make, which installs the pinned one", w.spec.Name)}
+		return false, &startError{fmt.Errorf("start worker %q: no codex binary: set codex in the config, or build with make, which installs the pinned one", w.spec.Name)}
 	}
 	args, env, err := w.command()
 	if err != nil {
-		return &startError{fmt.Errorf("start worker %q: %w", w.spec.Name, err)}
+		return false, &startError{fmt.Errorf("start worker %q: %w", w.spec.Name, err)}
 	}
 	apiKey := w.apiKey()
 	if apiKey != "" {
@@ -404,7 +410,7 @@ func (w *Worker) runOnce(ctx context.Context) error {
 	}
 	proc, err := startProcess(w.spec.Codex, args, w.spec.Cwd, childEnv(os.Environ(), env), w.addStderr, w.log)
 	if err != nil {
-		return &startError{fmt.Errorf("start worker %q: %w", w.spec.Name, err)}
+		return false, &startError{fmt.Errorf("start worker %q: %w", w.spec.Name, err)}
 	}
 	r := running{proc: proc, session: sessions.Add(1)}
 	r.conn = codexrpc.New(proc.stdout, proc.stdin, &connHandler{w: w, session: r.session}, w.log)
@@ -435,11 +441,11 @@ func (w *Worker) runOnce(ctx context.Context) error {
 		}
 		switch {
 		case ctx.Err() != nil:
-			return nil
+			return false, nil
 		case op != "":
-			return &controlled{op}
+			return false, &controlled{op}
 		}
-		return w.failure(err, r)
+		return false, w.failure(err, r)
 	}
 	w.update(r.session, func(st *Status) {
 		if st.State == StateStarting {
@@ -451,17 +457,17 @@ func (w *Worker) runOnce(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		w.shutdown(r)
-		return nil
+		return true, nil
 	case op := <-w.ctl:
 		w.log.Info("worker "+op, "pid", proc.pid())
 		w.shutdown(r)
-		return &controlled{op}
+		return true, &controlled{op}
 	case <-proc.exited:
 	case <-r.conn.Done():
 	}
 	proc.reap()
 	<-r.conn.Done()
-	return w.failure(codexrpc.ErrClosed, r)
+	return true, w.failure(codexrpc.ErrClosed, r)
 }
 
 // failure is why a run ended without being asked to, in one wording per

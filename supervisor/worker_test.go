@@ -73,7 +73,7 @@ func TestAFailedWorkerShowsCodexsErrorAndWaitsForRestart(t *testing.T) {
 	}
 	w, _ := s.Worker("w")
 	st := waitState(t, w, StateFailed)
-	want := `Error: CODEX_HOME points to "/nowhere", but that path does not exist; codex exited (exit status 1); gave up after 3 failures in a row`
+	want := `Error: CODEX_HOME points to "/nowhere", but that path does not exist; codex exited (exit status 1); gave up after 3 failed starts in a row`
 	if st.LastError != want || st.PID != 0 {
 		t.Errorf("failed worker: %+v\nwant last error %q", st, want)
 	}
