@@ -297,7 +297,9 @@ func (a *app) reload(cfg *config.Config) {
 	if a.desk != nil {
 		a.desk.reload(cfg)
 	}
-	if err := a.sup.Apply(a.ctx, a.specs(cfg)); err != nil {
+	if err := a.sup.Apply(a.ctx, a.specs(cfg)); errors.Is(err, supervisor.ErrStopped) {
+		return // codexgate is quitting
+	} else if err != nil {
 		a.log.Error("apply config", "err", err)
 	}
 	a.log.Info("config reloaded", "workers", len(cfg.Workers))
