@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -315,5 +316,41 @@ func TestChaosReloadRacesStop(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestChaosAReplyThatBlocksHoldsUpNoOtherCard(t *testing.T) {
+	noLeak(t)
+	q := approvals.NewQueue(approvals.Options{Audit: &memAudit{}, Log: testLog(t)})
+	params := `{"threadId":"T","turnId":"U","itemId":"i1","startedAtMs":1,"command":"ls","cwd":"/w","availableDecisions":["accept","decline"]}`
+	release := make(chan struct{})
+	sending := make(chan struct{}, 1)
+	var stuckReplies, goodReplies []json.RawMessage
+	q.Open(approvals.Request{Worker: "stuck", Session: 1, ID: "1", Method: approvals.MethodCommandApproval, Params: json.RawMessage(params),
+		Reply: func(r json.RawMessage) error {
+			sending <- struct{}{}
+			<-release // a codex that does not take its reply
+			stuckReplies = append(stuckReplies, r)
+			return nil
+		}})
+	q.Open(approvals.Request{Worker: "good", Session: 2, ID: "1", Method: approvals.MethodCommandApproval, Params: json.RawMessage(params),
+		Reply: func(r json.RawMessage) error { goodReplies = append(goodReplies, r); return nil }})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		q.Event(approvals.Event{Kind: approvals.WorkerStopping, Worker: "stuck", Session: 1})
+	}()
+	<-sending
+	cards := q.Cards()
+	if len(cards) != 1 || cards[0].Worker != "good" {
+		t.Fatalf("cards while a reply is stuck: %+v", cards)
+	}
+	if _, err := q.Answer(approvals.Answer{Card: cards[0].ID, Decision: approvals.DecisionAllow, Revision: 1, By: approvals.ByCLI}); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	<-stopped
+	if len(goodReplies) != 1 || len(stuckReplies) != 1 || !strings.Contains(string(stuckReplies[0]), "decline") {
+		t.Errorf("replies: good %s, stuck %s", goodReplies, stuckReplies)
 	}
 }
