@@ -139,6 +139,8 @@ type Worker struct {
 	items   map[string]trackedItem // started items of this session by id, for cards
 	logged  map[string]bool        // notification methods already logged as unknown
 	stderr  []string               // codex's last stderr lines, across its processes
+
+	pubMu sync.Mutex // keeps Options.OnStatus calls in the order of the changes
 }
 
 type trackedItem struct {
@@ -212,11 +214,7 @@ func (w *Worker) transition(s State, r running, lastErr error) {
 	if lastErr != nil {
 		w.status.LastError = lastErr.Error()
 	}
-	st := w.status
-	w.mu.Unlock()
-	if st != old {
-		w.opts.published(st)
-	}
+	w.changed(old)
 }
 
 // update changes the status fields a running connection reports (turn,
@@ -230,8 +228,17 @@ func (w *Worker) update(session uint64, f func(*Status)) {
 	}
 	old := w.status
 	f(&w.status)
+	w.changed(old)
+}
+
+// changed reports the status, if it differs from old, to Options.OnStatus
+// outside w.mu but in the order of the changes. It is called with w.mu
+// held, and releases it.
+func (w *Worker) changed(old Status) {
 	st := w.status
+	w.pubMu.Lock()
 	w.mu.Unlock()
+	defer w.pubMu.Unlock()
 	if st != old {
 		w.opts.published(st)
 	}
