@@ -53,13 +53,9 @@ func TestMissingCodexHomeShowsCodexsError(t *testing.T) {
 func TestKillStormLeavesTheAppRunning(t *testing.T) {
 	a := newApp(t)
 	a.start(workerDef{name: "w"})
+	// Three tasks go out just before each kill: 18 calls in flight across
+	// six crashes. A task may fail while w restarts; the app must not.
 	var wg sync.WaitGroup
-	for i := range 18 {
-		wg.Go(func() {
-			time.Sleep(time.Duration(i) * 50 * time.Millisecond)
-			a.run("task", "w", "say hello") // may fail while w restarts; must not hurt the app
-		})
-	}
 	for range 6 {
 		var pid int
 		a.waitFor("w to run", func() bool {
@@ -67,6 +63,10 @@ func TestKillStormLeavesTheAppRunning(t *testing.T) {
 			pid = st.PID
 			return pid != 0 && st.State != supervisor.StateStarting
 		})
+		for range 3 {
+			wg.Go(func() { a.run("task", "w", "say hello") })
+		}
+		time.Sleep(20 * time.Millisecond)
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}

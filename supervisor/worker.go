@@ -293,7 +293,7 @@ func (w *Worker) run(ctx context.Context) {
 			}
 			failures++
 			failedStarts++
-			if ready {
+			if ready { // it started: a crash is not a failed start
 				failedStarts = 0
 			}
 		}
@@ -317,7 +317,7 @@ func (w *Worker) run(ctx context.Context) {
 			if op == ctlPause && !w.hold(ctx, StatePaused, nil) {
 				return
 			}
-			failures = 0
+			failures, failedStarts = 0, 0
 		case <-ctx.Done():
 			return
 		}
