@@ -224,8 +224,9 @@ func (a *app) handle(ctx context.Context, req control.Request) (any, error) {
 	return nil, fmt.Errorf("unknown request %q", req.Op)
 }
 
-// reloginWait bounds the restart of the workers after a login.
-const reloginWait = 90 * time.Second
+// reloginWait bounds the restart of the workers after a login; it is less
+// than the command line waits for an answer.
+const reloginWait = 45 * time.Second
 
 // relogin reads the keyring again and restarts every worker that can run
 // (running, waiting to restart, or failed), so that it starts with the key
