@@ -42,6 +42,9 @@ type app struct {
 	server *control.Server
 	log    *slog.Logger
 	desk   *desktop // nil when headless
+	// failed carries workers that just failed to a notification; nil when
+	// headless.
+	failed chan supervisor.Status
 
 	mu     sync.Mutex // protects cfgErr
 	cfgErr string     // why the file on disk is not what runs; "" when it is
@@ -87,7 +90,11 @@ func Run(opts Options) error {
 	if err := supervisor.AdoptOrphans(ctx, log); err != nil {
 		log.Warn("cannot adopt the orphans of workers", "err", err)
 	}
-	a.sup = supervisor.New(ctx, supervisor.Options{Approver: a.queue, Log: log, Version: opts.Version, Secret: secrets.Get})
+	if a.desk != nil {
+		a.failed = make(chan supervisor.Status, 16)
+		go a.notifyFailures(ctx)
+	}
+	a.sup = supervisor.New(ctx, supervisor.Options{Approver: a.queue, Log: log, Version: opts.Version, Secret: secrets.Get, OnStatus: a.onStatus})
 
 	sock := opts.Socket
 	if sock == "" {
@@ -314,6 +321,31 @@ func (a *app) configError(err error) {
 	a.log.Error("config not applied; still running on the last good one", "err", err)
 	if a.desk != nil {
 		a.desk.notifier.Say("Codexgate config not applied", err.Error())
+	}
+}
+
+// onStatus is told of every worker status change. It must not block: a
+// failure is handed to notifyFailures, and dropped if too many are waiting
+// (the tray still shows it).
+func (a *app) onStatus(st supervisor.Status) {
+	if st.State == supervisor.StateFailed && a.failed != nil {
+		select {
+		case a.failed <- st:
+		default:
+		}
+	}
+}
+
+// notifyFailures says, in a notification, that a worker failed and why:
+// codex's own error line when it gave one.
+func (a *app) notifyFailures(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case st := <-a.failed:
+			a.desk.notifier.Say("Codexgate: worker "+st.Name+" failed", approvals.FirstLine(approvals.Escape(st.LastError, false), 200))
+		}
 	}
 }
 
