@@ -44,6 +44,9 @@ type app struct {
 	server *control.Server
 	log    *slog.Logger
 	desk   *desktop // nil when headless
+	// failed carries workers that just failed to a notification; nil when
+	// headless.
+	failed chan supervisor.Status
 
 	mu      sync.Mutex        // protects cfgErr, refused
 	cfgErr  string            // why the file on disk is not what runs; "" when it is
@@ -110,7 +113,11 @@ func Run(opts Options) error {
 	if err := supervisor.AdoptOrphans(ctx, log); err != nil {
 		log.Warn("cannot adopt the orphans of workers", "err", err)
 	}
-	a.sup = supervisor.New(ctx, supervisor.Options{Approver: a.queue, Log: log, Version: opts.Version, Secret: secrets.Get, OnTurnEnded: a.onTurnEnded})
+	if a.desk != nil {
+		a.failed = make(chan supervisor.Status, 16)
+		go a.notifyFailures(ctx)
+	}
+	a.sup = supervisor.New(ctx, supervisor.Options{Approver: a.queue, Log: log, Version: opts.Version, Secret: secrets.Get, OnStatus: a.onStatus, OnTurnEnded: a.onTurnEnded})
 
 	a.server, err = control.Listen(sock, a.handle)
 	if err != nil {
@@ -275,9 +282,18 @@ func (a *app) reportRefused(cfg *config.Config) {
 func (a *app) handle(ctx context.Context, req control.Request) (any, error) {
 	switch req.Op {
 	case "workers":
+		reply := control.WorkersReply{Workers: a.sup.Statuses(), Stderr: map[string][]string{}}
+		for _, st := range reply.Workers {
+			if lines, err := a.sup.Stderr(st.Name); err == nil && len(lines) > 0 {
+				reply.Stderr[st.Name] = lines
+			}
+		}
 		a.mu.Lock()
-		defer a.mu.Unlock()
-		return control.WorkersReply{Workers: a.sup.Statuses(), ConfigError: a.cfgErr}, nil
+		reply.ConfigError = a.cfgErr
+		a.mu.Unlock()
+		return reply, nil
+	case "restart":
+		return nil, a.Restart(req.Worker)
 	case "task":
 		return a.StartTask(ctx, req.Worker, req.Prompt)
 	case "relogin":
@@ -328,42 +344,65 @@ func (a *app) show(id string) (control.ShowReply, error) {
 	return control.ShowReply{Card: card, Text: text}, nil
 }
 
-// reloginWait bounds the restart of the workers after a login.
-const reloginWait = 90 * time.Second
+// reloginWait bounds the restart of the workers after a login; it is less
+// than the command line waits for an answer.
+const reloginWait = 45 * time.Second
 
-// relogin restarts every running worker, so that it logs in with the key
-// now in the keyring, and waits until each is ready or failed.
-func (a *app) relogin(ctx context.Context) ([]supervisor.Status, error) {
-	restarted := map[string]int{} // worker -> pid of the process it had
-	for _, st := range a.sup.Statuses() {
-		switch st.State {
-		case supervisor.StatePaused, supervisor.StateFailed, supervisor.StateStopped:
+// relogin reads the keyring again and restarts every worker that can run
+// (running, waiting to restart, or failed), so that it starts with the key
+// now there; paused and refused workers stay as they are. It waits until
+// each restarted worker is ready or failed, and reports every worker.
+func (a *app) relogin(ctx context.Context) ([]control.ReloginResult, error) {
+	a.sup.RereadSecrets()
+	statuses := a.sup.Statuses()
+	results := make([]control.ReloginResult, len(statuses))
+	oldPID := map[string]int{}
+	for i, st := range statuses {
+		results[i] = control.ReloginResult{Name: st.Name, State: st.State}
+		if st.State == supervisor.StatePaused || st.State == supervisor.StateStopped {
+			results[i].Error = fmt.Sprintf("%s: it reads the key when it starts", st.State)
 			continue
 		}
 		if err := a.Restart(st.Name); err != nil {
-			return nil, err
+			results[i].Error = err.Error()
+			continue
 		}
-		restarted[st.Name] = st.PID
+		results[i].Restarted = true
+		oldPID[st.Name] = st.PID
 	}
 	ctx, cancel := context.WithTimeout(ctx, reloginWait)
 	defer cancel()
 	for {
-		statuses := a.sup.Statuses()
-		settled := true
-		for _, st := range statuses {
-			old, ok := restarted[st.Name]
-			ready := st.State == supervisor.StateIdle && st.PID != old || st.State == supervisor.StateFailed
-			if ok && !ready {
-				settled = false
-			}
-		}
-		if settled {
-			return statuses, nil
-		}
+		// A restart is taken at once, but the worker leaves a failed state
+		// only as its run loop starts the process: look after a moment.
 		select {
 		case <-ctx.Done():
-			return statuses, nil
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(200 * time.Millisecond):
+		}
+		settled := true
+		for i := range results {
+			r := &results[i]
+			if !r.Restarted {
+				continue
+			}
+			w, err := a.sup.Worker(r.Name)
+			if err != nil {
+				r.State, r.Error = supervisor.StateStopped, err.Error()
+				continue
+			}
+			st := w.Status()
+			r.State, r.Error = st.State, ""
+			switch {
+			case st.State == supervisor.StateIdle && st.PID != oldPID[r.Name]:
+			case st.State == supervisor.StateFailed:
+				r.Error = st.LastError
+			default:
+				settled = false
+				r.Error = "not ready yet"
+			}
+		}
+		if settled || ctx.Err() != nil {
+			return results, nil
 		}
 	}
 }
@@ -380,7 +419,9 @@ func (a *app) reload(cfg *config.Config) {
 		a.desk.reload(cfg)
 	}
 	a.reportRefused(cfg)
-	if err := a.sup.Apply(a.ctx, a.specs(cfg)); err != nil {
+	if err := a.sup.Apply(a.ctx, a.specs(cfg)); errors.Is(err, supervisor.ErrStopped) {
+		return // codexgate is quitting
+	} else if err != nil {
 		a.log.Error("apply config", "err", err)
 	}
 	a.log.Info("config reloaded", "workers", len(cfg.Workers))
@@ -394,6 +435,31 @@ func (a *app) configError(err error) {
 	a.log.Error("config not applied; still running on the last good one", "err", err)
 	if a.desk != nil {
 		a.desk.notifier.Say("Codexgate config not applied", err.Error())
+	}
+}
+
+// onStatus is told of every worker status change. It must not block: a
+// failure is handed to notifyFailures, and dropped if too many are waiting
+// (the tray still shows it).
+func (a *app) onStatus(st supervisor.Status) {
+	if st.State == supervisor.StateFailed && a.failed != nil {
+		select {
+		case a.failed <- st:
+		default:
+		}
+	}
+}
+
+// notifyFailures says, in a notification, that a worker failed and why:
+// codex's own error line when it gave one.
+func (a *app) notifyFailures(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case st := <-a.failed:
+			a.desk.notifier.Say("Codexgate: worker "+st.Name+" failed", approvals.FirstLine(approvals.Escape(st.LastError, false), 200))
+		}
 	}
 }
 

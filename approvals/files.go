@@ -217,8 +217,9 @@ func (q *Queue) rereadFiles(a Answer) (reread, error) {
 		return reread{}, fmt.Errorf("card %s: %w: it changed while its files were read", id, ErrStale) // closed, or revised by a patch update
 	}
 	why := "its files changed on disk since it was shown (" + line(path) + ")"
-	ch := q.revise(e, req, b, berr, lim, why)
+	ch, denial := q.revise(e, req, b, berr, lim, why)
 	q.notify(ch)
+	q.send(denial)
 	if ch.Kind == CardUpdated {
 		return reread{}, fmt.Errorf("card %s: %w: %s; it is now at revision %d", id, ErrStale, why, ch.Card.Revision)
 	}

@@ -327,6 +327,7 @@ func (q *Queue) Event(ev Event) {
 		}
 		return false, ""
 	}
+	var replies []pendingReply
 	kept := q.open[:0]
 	for _, e := range q.open {
 		if hit, why := match(e); hit {
@@ -345,11 +346,27 @@ func (q *Queue) Event(ev Event) {
 		if err := q.opts.Audit.Write(rec); err != nil {
 			q.opts.Log.Error("audit log", "err", err)
 		}
-		if err := e.req.Reply(reply); err != nil {
-			q.opts.Log.Warn("deny on stop", "card", e.card.ID, "err", err)
-		}
+		replies = append(replies, pendingReply{e, reply, "deny on stop"})
 	}
 	q.notify(changes...)
+	q.send(replies)
+}
+
+// send sends replies decided under the lock, after it: a worker slow to
+// take its reply holds up no other card.
+func (q *Queue) send(replies []pendingReply) {
+	for _, r := range replies {
+		if err := r.e.req.Reply(r.reply); err != nil {
+			q.opts.Log.Warn(r.what, "card", r.e.card.ID, "err", err)
+		}
+	}
+}
+
+// pendingReply is a reply decided under the lock and sent after it.
+type pendingReply struct {
+	e     *entry
+	reply json.RawMessage
+	what  string // for the log, if it cannot be sent
 }
 
 // end records that e closed without an answer from a person; q.mu is held.
@@ -391,13 +408,16 @@ func (q *Queue) updateItem(ev Event) {
 	}
 	q.mu.Lock()
 	var changes []Change
+	var replies []pendingReply
 	for i, e := range hits {
 		// The new item wins over a revision made meanwhile from the old one.
 		if slices.Contains(q.open, e) {
-			changes = append(changes, q.revise(e, reqs[i], builds[i], errs[i], lim, "its patch changed"))
+			ch, denial := q.revise(e, reqs[i], builds[i], errs[i], lim, "its patch changed")
+			changes, replies = append(changes, ch), append(replies, denial...)
 		}
 	}
 	q.notify(changes...)
+	q.send(replies)
 }
 
 // rebuild builds a card again from what its entry kept of the request.
@@ -409,16 +429,14 @@ func rebuild(req Request, lim Limits) (*built, error) {
 }
 
 // revise makes b, built from req, the next revision of e, or, when err
-// says it cannot be shown, closes e with a denial; q.mu is held.
-func (q *Queue) revise(e *entry, req Request, b *built, err error, lim Limits, why string) Change {
+// says it cannot be shown, closes e and returns the denial to send after
+// the lock; q.mu is held.
+func (q *Queue) revise(e *entry, req Request, b *built, err error, lim Limits, why string) (Change, []pendingReply) {
 	if err != nil {
 		ch := q.end(e, why+" and cannot be shown: "+err.Error())
 		q.open = slices.DeleteFunc(q.open, func(o *entry) bool { return o == e })
 		q.touchOldest()
-		if err := e.req.Reply(e.replies[DecisionDeny]); err != nil {
-			q.opts.Log.Warn("deny changed card", "card", e.card.ID, "err", err)
-		}
-		return ch
+		return ch, []pendingReply{{e, e.replies[DecisionDeny], "deny changed card"}}
 	}
 	old := e.card
 	b.card.ID, b.card.CreatedAt = old.ID, old.CreatedAt
@@ -430,7 +448,7 @@ func (q *Queue) revise(e *entry, req Request, b *built, err error, lim Limits, w
 	if err := q.opts.Audit.Write(rec); err != nil {
 		q.opts.Log.Error("audit log", "err", err)
 	}
-	return Change{Kind: CardUpdated, Card: b.card}
+	return Change{Kind: CardUpdated, Card: b.card}, nil
 }
 
 // touchOldest restarts the settle clock when the oldest card is another

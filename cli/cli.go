@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -33,7 +34,9 @@ const usage = `usage:
                                            yes also needs it settled, short, granting nothing;
                                            --revision N names the revision seen;
                                            --value NAME=VALUE answers a question or form field
-  codexgate workers [--json]               worker status
+  codexgate workers [--json]               worker status (--json: with the last stderr lines)
+  codexgate logs WORKER                    the last lines codex wrote to stderr
+  codexgate restart WORKER                 restart a worker (also a failed one)
   codexgate panel [CARD]                   open the panel (at a card)
   codexgate secret set NAME                store a secret in the OS keyring, read from stdin
   codexgate secret rm NAME                 remove it
@@ -93,6 +96,13 @@ func Run(args []string, build Build) error {
 		return cmdAnswer(g, args)
 	case "workers":
 		return cmdWorkers(g, args)
+	case "logs":
+		return cmdLogs(g, args)
+	case "restart":
+		if len(args) != 1 {
+			return errors.New("usage: codexgate restart WORKER")
+		}
+		return g.call(control.Request{Op: "restart", Worker: args[0]}, nil)
 	case "panel":
 		return g.call(control.Request{Op: "panel", Card: strings.Join(args, "")}, nil)
 	case "secret":
@@ -178,7 +188,18 @@ func cmdWorkers(g globalFlags, args []string) error {
 		fmt.Fprintf(out, "config not applied (running on the last good one):\n%s\n\n", reply.ConfigError)
 	}
 	if asJSON {
-		return printJSON(workers)
+		type withStderr struct {
+			supervisor.Status
+			Stderr []string `json:"stderr"`
+		}
+		out := make([]withStderr, len(workers))
+		for i, w := range workers {
+			out[i] = withStderr{w, reply.Stderr[w.Name]}
+			if out[i].Stderr == nil {
+				out[i].Stderr = []string{}
+			}
+		}
+		return printJSON(out)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSTATE\tTHREAD\tCWD\tLAST ERROR")
@@ -186,6 +207,25 @@ func cmdWorkers(g globalFlags, args []string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", w.Name, w.State, orDash(w.ThreadID), w.Cwd, approvals.FirstLine(approvals.Escape(w.LastError, false), 120))
 	}
 	return tw.Flush()
+}
+
+// cmdLogs prints what a worker's codex last wrote to stderr, escaped: it
+// is codex's text, and may hold terminal controls.
+func cmdLogs(g globalFlags, args []string) error {
+	if len(args) != 1 {
+		return errors.New("usage: codexgate logs WORKER")
+	}
+	var reply control.WorkersReply
+	if err := g.call(control.Request{Op: "workers"}, &reply); err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(reply.Workers, func(w supervisor.Status) bool { return w.Name == args[0] }) {
+		return fmt.Errorf("no worker named %q", args[0])
+	}
+	for _, line := range reply.Stderr[args[0]] {
+		fmt.Println(approvals.Escape(line, false))
+	}
+	return nil
 }
 
 func cmdCards(g globalFlags, args []string) error {
@@ -385,22 +425,29 @@ func cmdLogout(g globalFlags, args []string) error {
 	return g.relogin()
 }
 
-// relogin restarts the running workers so that they pick up the key.
+// relogin restarts the workers so that they pick up the key, and reports
+// what became of each.
 func (g globalFlags) relogin() error {
-	var workers []supervisor.Status
-	if err := g.call(control.Request{Op: "relogin"}, &workers); err != nil {
+	var results []control.ReloginResult
+	if err := g.call(control.Request{Op: "relogin"}, &results); err != nil {
 		fmt.Printf("No worker was restarted (%v); workers read the keyring when they start.\n", err)
 		return nil
 	}
 	var failed []string
-	for _, w := range workers {
-		fmt.Printf("%s: %s\n", w.Name, w.State)
-		if w.State != supervisor.StateIdle {
-			failed = append(failed, w.Name+": "+approvals.Escape(w.LastError, false))
+	for _, r := range results {
+		why := approvals.FirstLine(approvals.Escape(r.Error, false), 200)
+		switch {
+		case !r.Restarted:
+			fmt.Printf("%s: not restarted (%s)\n", r.Name, why)
+		case r.State == supervisor.StateIdle:
+			fmt.Printf("%s: %s (restarted)\n", r.Name, r.State)
+		default:
+			fmt.Printf("%s: %s (restarted): %s\n", r.Name, r.State, why)
+			failed = append(failed, r.Name)
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("not every worker started with the key:\n%s", strings.Join(failed, "\n"))
+		return fmt.Errorf("not every restarted worker is ready: %s", strings.Join(failed, ", "))
 	}
 	return nil
 }

@@ -16,6 +16,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"sync"
 	"syscall"
 	"time"
 
@@ -26,7 +28,7 @@ import (
 
 // Request is what a client asks.
 type Request struct {
-	Op       string            `json:"op"` // workers, task, interrupt, cards, show, answer, panel, relogin
+	Op       string            `json:"op"` // workers, task, interrupt, restart, relogin, cards, show, answer, panel
 	Worker   string            `json:"worker,omitempty"`
 	Prompt   string            `json:"prompt,omitempty"`
 	Card     string            `json:"card,omitempty"`
@@ -39,6 +41,18 @@ type Request struct {
 type WorkersReply struct {
 	Workers     []supervisor.Status `json:"workers"`
 	ConfigError string              `json:"configError,omitempty"`
+	// Stderr is each worker's last stderr lines, by name (kept apart from
+	// Status, which stays comparable).
+	Stderr map[string][]string `json:"stderr,omitempty"`
+}
+
+// ReloginResult is one worker's part in "relogin".
+type ReloginResult struct {
+	Name      string           `json:"name"`
+	State     supervisor.State `json:"state"`
+	Restarted bool             `json:"restarted"`
+	// Error is why the worker was not restarted, or why it is not ready.
+	Error string `json:"error,omitempty"`
 }
 
 // ShowReply is the answer to "show": a card and its whole text, every
@@ -73,7 +87,10 @@ func DefaultPath() (string, error) {
 // Handler answers one request.
 type Handler func(ctx context.Context, req Request) (any, error)
 
-// Server serves the control socket.
+// Server serves the control socket, the way net/http serves: one goroutine
+// per connection, each tracked so that shutdown closes it and waits for it,
+// and recovered so that a panic in a handler is an error reply and a log
+// line, never the end of the app.
 type Server struct {
 	ln     *net.UnixListener
 	handle Handler
@@ -83,7 +100,16 @@ type Server struct {
 	// Refused is told of every refused peer, for the audit log.
 	Refused func(why string)
 	Log     *slog.Logger
+
+	self int // the pid whose descendants are refused as codexgate's own; tests change it
+
+	mu    sync.Mutex // protects conns
+	conns map[*net.UnixConn]struct{}
+	wg    sync.WaitGroup // one per connection goroutine
 }
+
+// connTimeout bounds a whole exchange: a task or a relogin can take a while.
+const connTimeout = 2 * time.Minute
 
 // Listen creates the socket at path: its directory 0700, the socket 0600.
 // A stale socket left by a crash is replaced; a live one is an error.
@@ -117,53 +143,112 @@ func Listen(path string, h Handler) (*Server, error) {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
 	ln.SetUnlinkOnClose(true)
-	return &Server{ln: ln, handle: h, Log: slog.Default(), Excluded: func() []int { return nil }, Refused: func(string) {}}, nil
+	return &Server{
+		ln: ln, handle: h, Log: slog.Default(), Excluded: func() []int { return nil }, Refused: func(string) {},
+		self: os.Getpid(), conns: make(map[*net.UnixConn]struct{}),
+	}, nil
 }
 
-// Serve accepts connections until ctx ends.
+// Serve accepts connections until ctx ends. It then closes the listener and
+// every open connection, and returns once their goroutines have ended.
 func (s *Server) Serve(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
 		<-ctx.Done()
 		s.ln.Close()
+		s.mu.Lock()
+		for c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
 	}()
+	var err error
 	for {
-		conn, err := s.ln.AcceptUnix()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
+		conn, aerr := s.ln.AcceptUnix()
+		if aerr != nil {
+			if ctx.Err() == nil {
+				err = fmt.Errorf("accept: %w", aerr)
 			}
-			return fmt.Errorf("accept: %w", err)
+			break
+		}
+		if !s.track(ctx, conn) {
+			conn.Close()
+			break
 		}
 		go s.serve(ctx, conn)
 	}
+	cancel()
+	<-stopped
+	s.wg.Wait()
+	return err
+}
+
+// track adds conn to the open connections, unless shutdown has begun.
+func (s *Server) track(ctx context.Context, conn *net.UnixConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ctx.Err() != nil {
+		return false
+	}
+	s.conns[conn] = struct{}{}
+	s.wg.Add(1)
+	return true
 }
 
 func (s *Server) serve(ctx context.Context, conn *net.UnixConn) {
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(2 * time.Minute))
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, conn)
+		s.mu.Unlock()
+		conn.Close()
+	}()
+	conn.SetDeadline(time.Now().Add(connTimeout))
+	// The request is read before anything else, a refused peer's too: a
+	// client whose request was never read would see a broken pipe, not
+	// the reason.
+	req, readErr := readRequest(conn)
 	var resp Response
 	if err := s.checkPeer(conn); err != nil {
 		s.Log.Warn("refused a control connection", "err", err)
 		s.Refused(err.Error())
 		resp.Error = "refused: " + err.Error()
-	} else if result, err := s.dispatch(ctx, conn); err != nil {
+	} else if readErr != nil {
+		resp.Error = readErr.Error()
+	} else if result, err := s.call(ctx, req); err != nil {
 		resp.Error = err.Error()
 	} else if resp.Result, err = json.Marshal(result); err != nil {
 		resp.Error = err.Error()
 	}
-	json.NewEncoder(conn).Encode(resp)
+	if err := json.NewEncoder(conn).Encode(resp); err != nil && ctx.Err() == nil {
+		s.Log.Debug("control reply not delivered", "op", req.Op, "err", err)
+	}
 }
 
-func (s *Server) dispatch(ctx context.Context, conn io.Reader) (any, error) {
+// call runs the handler; a panic in it becomes an error reply.
+func (s *Server) call(ctx context.Context, req Request) (result any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.Log.Error("control request panicked", "op", req.Op, "panic", p, "stack", string(debug.Stack()))
+			result, err = nil, fmt.Errorf("internal error in %q: %v", req.Op, p)
+		}
+	}()
+	return s.handle(ctx, req)
+}
+
+func readRequest(conn io.Reader) (Request, error) {
+	var req Request
 	line, err := bufio.NewReader(io.LimitReader(conn, maxRequest)).ReadBytes('\n')
 	if err != nil {
-		return nil, fmt.Errorf("read request: %w", err)
+		return req, fmt.Errorf("read request: %w", err)
 	}
-	var req Request
 	if err := json.Unmarshal(line, &req); err != nil {
-		return nil, fmt.Errorf("bad request: %w", err)
+		return req, fmt.Errorf("bad request: %w", err)
 	}
-	return s.handle(ctx, req)
+	return req, nil
 }
 
 // checkPeer admits only the same user, and no descendant of a worker or of
@@ -186,7 +271,7 @@ func (s *Server) checkPeer(conn *net.UnixConn) error {
 	if int(cred.Uid) != os.Getuid() {
 		return fmt.Errorf("peer pid %d is user %d, not %d", cred.Pid, cred.Uid, os.Getuid())
 	}
-	excluded := append(s.Excluded(), os.Getpid())
+	excluded := append(s.Excluded(), s.self)
 	chain, err := proc.Ancestors(int(cred.Pid))
 	if err != nil {
 		return fmt.Errorf("peer pid %d: %w", cred.Pid, err)
@@ -194,7 +279,7 @@ func (s *Server) checkPeer(conn *net.UnixConn) error {
 	for _, pid := range chain {
 		for _, ex := range excluded {
 			if pid == ex {
-				if ex == os.Getpid() {
+				if ex == s.self {
 					return fmt.Errorf("peer pid %d descends from codexgate itself", cred.Pid)
 				}
 				return fmt.Errorf("peer pid %d descends from worker process %d", cred.Pid, ex)
@@ -212,9 +297,8 @@ func Call(path string, req Request, timeout time.Duration) (json.RawMessage, err
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(timeout))
-	// A refused peer gets its answer before the server has read the
-	// request, and the socket closed: the send then fails, but the reason
-	// is there to read.
+	// A server that refuses still answers with why; its reply is read
+	// even when the request could not all be sent.
 	sendErr := json.NewEncoder(conn).Encode(req)
 	var resp Response
 	if err := json.NewDecoder(conn).Decode(&resp); err != nil {

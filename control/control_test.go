@@ -2,8 +2,12 @@ package control
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -44,5 +48,91 @@ func TestSocketIsPrivateAndRefusesDescendants(t *testing.T) {
 		t.Errorf("listen after the first closed: %v", err)
 	} else {
 		srv2.ln.Close()
+	}
+}
+
+// serveForTest serves h on a fresh socket, admitting this test process as a
+// peer (it is the server's own process, which checkPeer refuses).
+func serveForTest(t *testing.T, h Handler) (string, *Server, context.CancelFunc, chan error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "control.sock")
+	srv, err := Listen(path, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.self = -1
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	return path, srv, cancel, done
+}
+
+func TestAPanickingHandlerIsAnErrorReply(t *testing.T) {
+	before := runtime.NumGoroutine()
+	path, _, cancel, done := serveForTest(t, func(_ context.Context, req Request) (any, error) {
+		if req.Op == "boom" {
+			var m map[string]int
+			m["x"] = 1 // a nil map: panics
+		}
+		return "fine", nil
+	})
+	if _, err := Call(path, Request{Op: "boom"}, 5*time.Second); err == nil || !strings.Contains(err.Error(), "internal error") {
+		t.Errorf("panicking handler: %v", err)
+	}
+	if res, err := Call(path, Request{Op: "workers"}, 5*time.Second); err != nil || string(res) != `"fine"` {
+		t.Errorf("after a panic: %s, %v", res, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("serve: %v", err)
+	}
+	waitGoroutines(t, before)
+}
+
+func TestShutdownClosesOpenConnections(t *testing.T) {
+	before := runtime.NumGoroutine()
+	entered := make(chan struct{})
+	path, _, cancel, done := serveForTest(t, func(ctx context.Context, _ Request) (any, error) {
+		close(entered)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	idle, err := net.Dial("unix", path) // connects and never sends
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	called := make(chan error, 1)
+	go func() {
+		_, err := Call(path, Request{Op: "task"}, time.Minute)
+		called <- err
+	}()
+	<-entered
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("serve: %v", err)
+	}
+	if err := <-called; err == nil {
+		t.Error("a call cut by shutdown succeeded")
+	}
+	idle.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := idle.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("idle connection after shutdown: %v, want EOF", err)
+	}
+	idle.Close()
+	waitGoroutines(t, before)
+}
+
+// waitGoroutines fails when more goroutines run than before, once those
+// that are ending have ended.
+func waitGoroutines(t *testing.T, before int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

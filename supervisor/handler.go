@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 
 	"codexgate/approvals"
@@ -36,9 +37,8 @@ func (h *connHandler) Request(req *codexrpc.Request) {
 		ItemID string `json:"itemId"`
 	}
 	_ = json.Unmarshal(req.Params, &ref) // approvals judges params that do not parse
-	w.mu.Lock()
-	item := w.items[ref.ItemID].raw
-	w.mu.Unlock()
+	var item json.RawMessage
+	h.items(func(items map[string]trackedItem) { item = items[ref.ItemID].raw })
 	w.opts.Approver.Open(approvals.Request{
 		Worker:  w.spec.Name,
 		Session: h.session,
@@ -65,23 +65,21 @@ func (h *connHandler) Notification(method string, params json.RawMessage) {
 			return
 		}
 		if hdr.Type == "commandExecution" || hdr.Type == "fileChange" {
-			w.mu.Lock()
-			w.items[hdr.ID] = trackedItem{turnID: n.TurnID, raw: n.Item}
-			w.mu.Unlock()
+			h.items(func(items map[string]trackedItem) { items[hdr.ID] = trackedItem{turnID: n.TurnID, raw: n.Item} })
 		}
 	case codexrpc.NotifyPatchUpdated:
 		var n codexrpc.PatchUpdated
 		if !h.decode(method, params, &n) {
 			return
 		}
-		w.mu.Lock()
-		it, started := w.items[n.ItemID]
-		updated := false
-		if started {
-			it.raw, updated = withChanges(it.raw, n.Changes)
-			w.items[n.ItemID] = it
-		}
-		w.mu.Unlock()
+		var it trackedItem
+		started, updated := false, false
+		h.items(func(items map[string]trackedItem) {
+			if it, started = items[n.ItemID]; started {
+				it.raw, updated = withChanges(it.raw, n.Changes)
+				items[n.ItemID] = it
+			}
+		})
 		if !updated {
 			w.log.Warn("skipped a patch update", "item", n.ItemID, "started", started)
 			return
@@ -95,9 +93,7 @@ func (h *connHandler) Notification(method string, params json.RawMessage) {
 		if !h.decode(method, params, &n) || !h.decode(method, n.Item, &hdr) {
 			return
 		}
-		w.mu.Lock()
-		delete(w.items, hdr.ID)
-		w.mu.Unlock()
+		h.items(func(items map[string]trackedItem) { delete(items, hdr.ID) })
 		if hdr.Type == "agentMessage" {
 			h.remember(n.TurnID, n.Item)
 		}
@@ -117,21 +113,17 @@ func (h *connHandler) Notification(method string, params json.RawMessage) {
 		if !h.decode(method, params, &n) {
 			return
 		}
-		w.update(func(st *Status) { st.TurnID = n.Turn.ID })
+		w.update(h.session, func(st *Status) { st.TurnID = n.Turn.ID })
 		w.opts.Approver.Event(h.event(approvals.TurnStarted, n.ThreadID, n.Turn.ID, ""))
 	case codexrpc.NotifyTurnCompleted:
 		var n codexrpc.TurnNotification
 		if !h.decode(method, params, &n) {
 			return
 		}
-		w.mu.Lock()
-		for id, it := range w.items {
-			if it.turnID == n.Turn.ID {
-				delete(w.items, id)
-			}
-		}
-		w.mu.Unlock()
-		w.update(func(st *Status) {
+		h.items(func(items map[string]trackedItem) {
+			maps.DeleteFunc(items, func(_ string, it trackedItem) bool { return it.turnID == n.Turn.ID })
+		})
+		w.update(h.session, func(st *Status) {
 			if st.TurnID == n.Turn.ID {
 				st.TurnID = ""
 			}
@@ -146,7 +138,7 @@ func (h *connHandler) Notification(method string, params json.RawMessage) {
 		if !h.decode(method, params, &n) {
 			return
 		}
-		w.update(func(st *Status) {
+		w.update(h.session, func(st *Status) {
 			if st.State == StateIdle || st.State == StateWorking || st.State == StateWaiting {
 				st.State = stateOf(n.Status)
 			}
@@ -160,7 +152,7 @@ func (h *connHandler) Notification(method string, params json.RawMessage) {
 		var n codexrpc.ErrorNotification
 		if h.decode(method, params, &n) {
 			w.log.Warn("codex reported an error", "message", n.Error.Message, "willRetry", n.WillRetry)
-			w.update(func(st *Status) { st.LastError = n.Error.Message })
+			w.update(h.session, func(st *Status) { st.LastError = n.Error.Message })
 		}
 	case codexrpc.NotifyWarning, codexrpc.NotifyConfigWarning, codexrpc.NotifyDeprecationNotice:
 		var n codexrpc.MessageNotification
@@ -204,6 +196,16 @@ func (h *connHandler) turnEnded(n codexrpc.TurnNotification) {
 		te.Error = n.Turn.Error.Message
 	}
 	h.w.opts.OnTurnEnded(te)
+}
+
+// items runs f on the worker's tracked items while this connection is the
+// worker's current one; a late message of an earlier process changes nothing.
+func (h *connHandler) items(f func(map[string]trackedItem)) {
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	if h.w.session == h.session && h.w.items != nil {
+		f(h.w.items)
+	}
 }
 
 func (h *connHandler) decode(method string, raw json.RawMessage, v any) bool {

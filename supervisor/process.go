@@ -67,11 +67,14 @@ type process struct {
 	waitErr error         // set before exited is closed
 
 	stderrDone chan struct{}
+	onStderr   func(line string)
 	mu         sync.Mutex // protects tail
 	tail       []string
 }
 
-func startProcess(path string, args []string, dir string, env []string, log *slog.Logger) (*process, error) {
+// startProcess starts path in a process group of its own; onStderr is told
+// each line it writes to stderr.
+func startProcess(path string, args []string, dir string, env []string, onStderr func(string), log *slog.Logger) (*process, error) {
 	cmd := exec.Command(path, args...)
 	cmd.Dir = dir
 	cmd.Env = env
@@ -115,6 +118,7 @@ func startProcess(path string, args []string, dir string, env []string, log *slo
 		log:        log,
 		exited:     make(chan struct{}),
 		stderrDone: make(chan struct{}),
+		onStderr:   onStderr,
 	}
 	go p.wait()
 	go p.readStderr(stderrR)
@@ -145,6 +149,7 @@ func (p *process) readStderr(r io.ReadCloser) {
 	for sc.Scan() {
 		line := sc.Text()
 		p.log.Debug("codex stderr", "line", line)
+		p.onStderr(line)
 		p.mu.Lock()
 		p.tail = append(p.tail, line)
 		if len(p.tail) > stderrLines {
@@ -154,14 +159,22 @@ func (p *process) readStderr(r io.ReadCloser) {
 	}
 }
 
-// lastStderr is the last line codex wrote to stderr, for error reports.
-func (p *process) lastStderr() string {
+// message is what codex last said about an error: its last "Error:" line
+// (how a Rust main reports the error it ends with), else its last line.
+func (p *process) message() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.tail) == 0 {
-		return ""
+	for _, line := range slices.Backward(p.tail) {
+		if strings.HasPrefix(strings.TrimSpace(line), "Error:") {
+			return strings.TrimSpace(line)
+		}
 	}
-	return p.tail[len(p.tail)-1]
+	for _, line := range slices.Backward(p.tail) {
+		if line = strings.TrimSpace(line); line != "" {
+			return line
+		}
+	}
+	return ""
 }
 
 func (p *process) signalGroup(sig syscall.Signal) {
@@ -221,14 +234,15 @@ func groupAlive(pgid int) bool {
 	return alive
 }
 
-// exitError describes how the leader ended.
+// exitError describes how the leader ended, codex's own words first. The
+// process has been reaped.
 func (p *process) exitError() error {
-	if p.waitErr == nil {
-		return errors.New("exited")
+	how := "codex exited"
+	if p.waitErr != nil {
+		how += " (" + p.waitErr.Error() + ")"
 	}
-	msg := p.waitErr.Error()
-	if last := p.lastStderr(); last != "" {
-		msg += ": " + last
+	if msg := p.message(); msg != "" {
+		return fmt.Errorf("%s; %s", msg, how)
 	}
-	return errors.New(msg)
+	return errors.New(how)
 }

@@ -20,8 +20,14 @@ type Options struct {
 	Backoff Backoff
 	// StopGrace is how long a worker's process group has between TERM and KILL.
 	StopGrace time.Duration
-	// Secret reads a secret from the keyring, for Spec.Secrets.
+	// Secret reads a secret from the keyring, for Spec.Secrets and the API
+	// key. Each secret is read once per Apply (or RereadSecrets).
 	Secret func(name string) (string, error)
+	// Clock paces the backoff; nil is the real one.
+	Clock Clock
+	// WriteTimeout bounds each message to a worker (0: the codexrpc
+	// default). A worker that does not take one in time is restarted.
+	WriteTimeout time.Duration
 	// OnStatus is told, outside the worker's lock, that a worker's status
 	// changed, with the status after the change. Nothing polls: this is how
 	// the tray learns of it. It must not block.
@@ -51,11 +57,16 @@ func (o *Options) published(st Status) {
 
 // Supervisor runs one Worker per Spec.
 type Supervisor struct {
-	opts Options
-	ctx  context.Context
+	opts    Options
+	ctx     context.Context
+	secrets *secretCache
+
+	applyMu sync.Mutex // serialises Apply and Stop; protects started, stopped
+	started []*Worker  // every worker started and not yet known to be done
+	stopped bool
 
 	mu      sync.Mutex // protects workers
-	workers []*Worker  // in configured order
+	workers []*Worker  // published, in configured order
 }
 
 // New returns a supervisor whose workers live until ctx ends or Stop.
@@ -69,54 +80,80 @@ func New(ctx context.Context, opts Options) *Supervisor {
 	if opts.StopGrace == 0 {
 		opts.StopGrace = 5 * time.Second
 	}
-	return &Supervisor{opts: opts, ctx: ctx}
+	if opts.Clock == nil {
+		opts.Clock = realClock{}
+	}
+	return &Supervisor{opts: opts, ctx: ctx, secrets: newSecretCache(opts.Secret)}
 }
+
+// ErrStopped is returned by Apply after Stop.
+var ErrStopped = errors.New("the supervisor has stopped")
 
 // Apply makes the running workers match specs: it starts added workers,
 // stops removed ones, restarts changed ones and leaves the rest untouched.
-// It returns once the stopped workers are gone.
+// It reads the keyring again for the workers it starts. It returns once the
+// stopped workers are gone; a worker is published (Worker, Statuses) only
+// once it runs and Stop can reach it.
 func (s *Supervisor) Apply(ctx context.Context, specs []Spec) error {
-	s.mu.Lock()
-	var stopping []*Worker
-	next := make([]*Worker, 0, len(specs))
-	for _, spec := range specs {
-		i := slices.IndexFunc(s.workers, func(w *Worker) bool { return w.spec.Name == spec.Name })
-		if i >= 0 && reflect.DeepEqual(s.workers[i].spec, spec) {
-			next = append(next, s.workers[i])
-			continue
-		}
-		if i >= 0 {
-			stopping = append(stopping, s.workers[i])
-		}
-		w := newWorker(spec, &s.opts)
-		next = append(next, w)
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	if s.stopped || s.ctx.Err() != nil {
+		return ErrStopped
 	}
-	for _, w := range s.workers {
-		if !slices.Contains(next, w) && !slices.Contains(stopping, w) {
+	s.secrets.forget()
+	s.mu.Lock()
+	current := s.workers
+	s.mu.Unlock()
+	var kept, stopping []*Worker
+	for _, w := range current {
+		i := slices.IndexFunc(specs, func(spec Spec) bool { return spec.Name == w.spec.Name })
+		if i >= 0 && reflect.DeepEqual(specs[i], w.spec) {
+			kept = append(kept, w)
+		} else {
 			stopping = append(stopping, w)
 		}
 	}
-	old := s.workers
-	s.workers = next
-	s.mu.Unlock()
-
+	s.publish(kept)
 	err := stopAll(ctx, stopping)
-	for _, w := range next {
-		if !slices.Contains(old, w) {
-			w.start(s.ctx)
+
+	s.started = slices.DeleteFunc(s.started, (*Worker).ended)
+	next := make([]*Worker, 0, len(specs))
+	for _, spec := range specs {
+		i := slices.IndexFunc(kept, func(w *Worker) bool { return w.spec.Name == spec.Name })
+		if i >= 0 {
+			next = append(next, kept[i])
+			continue
 		}
+		w := newWorker(spec, &s.opts, s.secrets)
+		w.start(s.ctx)
+		s.started = append(s.started, w)
+		next = append(next, w)
 	}
+	s.publish(next)
 	return err
 }
 
-// Stop stops every worker and waits for them, at most until ctx is done.
-func (s *Supervisor) Stop(ctx context.Context) error {
+func (s *Supervisor) publish(workers []*Worker) {
 	s.mu.Lock()
-	workers := s.workers
-	s.workers = nil
+	s.workers = workers
 	s.mu.Unlock()
-	return stopAll(ctx, workers)
 }
+
+// Stop stops every worker and waits for them, at most until ctx is done.
+// Nothing starts after it: a later Apply fails with ErrStopped.
+func (s *Supervisor) Stop(ctx context.Context) error {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	s.stopped = true
+	s.publish(nil)
+	started := s.started
+	s.started = nil
+	return stopAll(ctx, started)
+}
+
+// RereadSecrets makes the next start of each worker read the keyring again,
+// as after a login.
+func (s *Supervisor) RereadSecrets() { s.secrets.forget() }
 
 func stopAll(ctx context.Context, workers []*Worker) error {
 	errs := make([]error, len(workers))
@@ -150,6 +187,15 @@ func (s *Supervisor) Statuses() []Status {
 		out[i] = w.Status()
 	}
 	return out
+}
+
+// Stderr is the last lines the named worker's codex wrote to stderr.
+func (s *Supervisor) Stderr(name string) ([]string, error) {
+	w, err := s.Worker(name)
+	if err != nil {
+		return nil, err
+	}
+	return w.Stderr(), nil
 }
 
 // PIDs are the process ids of the running codex children.

@@ -331,7 +331,7 @@ func TestAWorkerThatKeepsCrashingFails(t *testing.T) {
 		{Name: "crashes", Cwd: dir, Codex: "/bin/false"},
 		{Name: "missing", Cwd: dir, Codex: filepath.Join(dir, "no-such-codex")},
 	})
-	for name, want := range map[string]string{"crashes": "crashed 3 times", "missing": "no-such-codex"} {
+	for name, want := range map[string]string{"crashes": "gave up after 3 failed starts", "missing": "no-such-codex"} {
 		w, _ := s.Worker(name)
 		st := waitState(t, w, StateFailed)
 		if !strings.Contains(st.LastError, want) {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"codexgate/approvals"
@@ -43,8 +44,8 @@ type Spec struct {
 	Model string
 	Args  []string // after "app-server"
 	Env   map[string]string
-	// Secrets are environment variables whose values are read, at each
-	// start, from the keyring secret named (Options.Secret). Codex's shell
+	// Secrets are environment variables whose values are read from the
+	// keyring secret named (Options.Secret), once per Apply. Codex's shell
 	// policy keeps them from the commands the agent runs.
 	Secrets map[string]string
 	// Refused, when set, is why this worker must not run (for example, its
@@ -53,7 +54,8 @@ type Spec struct {
 	Refused string
 }
 
-// Status is a worker as the command line and the tray show it.
+// Status is a worker as the command line and the tray show it. It stays
+// comparable with ==: the tray compares snapshots.
 type Status struct {
 	Name      string `json:"name"`
 	Cwd       string `json:"cwd"`
@@ -75,11 +77,24 @@ type Approver interface {
 // Backoff paces restarts after crashes.
 type Backoff struct {
 	Min, Max time.Duration
-	// MaxFailures consecutive failed starts or crashes mark a worker failed.
+	// MaxFailures consecutive failed starts (runs that never got ready)
+	// mark a worker failed. A worker that got ready and then crashed is
+	// restarted, however often, after a growing delay.
 	MaxFailures int
 	// StableAfter is how long a run must last to reset the failure count.
 	StableAfter time.Duration
 }
+
+// Clock is the time the backoff waits on; tests give one that does not sleep.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // DefaultBackoff is used where Options leaves Backoff zero.
 var DefaultBackoff = Backoff{Min: time.Second, Max: 30 * time.Second, MaxFailures: 5, StableAfter: time.Minute}
@@ -107,22 +122,27 @@ const (
 var sessions atomic.Uint64
 
 // Worker supervises one codex app-server. Its run loop owns the process and
-// the connection; mu guards what other goroutines read.
+// the state machine; every change of state goes through transition, and mu
+// guards what other goroutines read.
 type Worker struct {
-	spec Spec
-	opts *Options
-	log  *slog.Logger
+	spec    Spec
+	opts    *Options
+	secrets *secretCache
+	log     *slog.Logger
 
 	cancel context.CancelFunc
 	done   chan struct{}
 	ctl    chan string // pause, resume, restart: read by the run loop
 
-	mu      sync.Mutex // protects status, conn, session, items, logged
+	mu      sync.Mutex // protects status, conn, session, items, logged, stderr
 	status  Status
-	conn    *codexrpc.Conn
-	session uint64                 // this worker's current connection, from the global count
-	items   map[string]trackedItem // started items by id, for cards
+	conn    *codexrpc.Conn         // set in exactly the ready states, and while starting and stopping
+	session uint64                 // conn's number, from the global count
+	items   map[string]trackedItem // started items of this session by id, for cards
 	logged  map[string]bool        // notification methods already logged as unknown
+	stderr  []string               // codex's last stderr lines, across its processes
+
+	pubMu sync.Mutex // keeps Options.OnStatus calls in the order of the changes
 }
 
 type trackedItem struct {
@@ -130,15 +150,16 @@ type trackedItem struct {
 	raw    json.RawMessage
 }
 
-func newWorker(spec Spec, opts *Options) *Worker {
+func newWorker(spec Spec, opts *Options, secrets *secretCache) *Worker {
 	return &Worker{
-		spec:   spec,
-		opts:   opts,
-		log:    opts.Log.With("worker", spec.Name),
-		done:   make(chan struct{}),
-		ctl:    make(chan string),
-		status: Status{Name: spec.Name, Cwd: spec.Cwd, State: StateStopped},
-		logged: make(map[string]bool),
+		spec:    spec,
+		opts:    opts,
+		secrets: secrets,
+		log:     opts.Log.With("worker", spec.Name),
+		done:    make(chan struct{}),
+		ctl:     make(chan string),
+		status:  Status{Name: spec.Name, Cwd: spec.Cwd, State: StateStopped},
+		logged:  make(map[string]bool),
 	}
 }
 
@@ -149,25 +170,80 @@ func (w *Worker) Status() Status {
 	return w.status
 }
 
-// update changes the status and reports the change (Options.OnStatus).
-func (w *Worker) update(f func(*Status)) {
+// Stderr is the last lines codex wrote to its stderr, oldest first.
+func (w *Worker) Stderr() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.stderr)
+}
+
+func (w *Worker) addStderr(line string) {
+	w.mu.Lock()
+	w.stderr = append(w.stderr, line)
+	if len(w.stderr) > stderrLines {
+		w.stderr = slices.Delete(w.stderr, 0, len(w.stderr)-stderrLines)
+	}
+	w.mu.Unlock()
+}
+
+// running is one process of the worker and its connection.
+type running struct {
+	proc    *process
+	conn    *codexrpc.Conn
+	session uint64
+}
+
+// transition is the one place the state changes: the state, the process
+// (its PID), the connection and the last error move together, so nobody
+// sees a ready worker without a connection, or a PID that is not running.
+// A nil lastErr keeps the last error.
+func (w *Worker) transition(s State, r running, lastErr error) {
 	w.mu.Lock()
 	old := w.status
+	w.status.State = s
+	w.status.PID = 0
+	if r.proc != nil {
+		w.status.PID = r.proc.pid()
+	}
+	if r.session != w.session {
+		w.items = make(map[string]trackedItem)
+	}
+	w.conn, w.session = r.conn, r.session
+	if r.conn == nil {
+		w.status.TurnID = ""
+		clear(w.items)
+	}
+	if lastErr != nil {
+		w.status.LastError = lastErr.Error()
+	}
+	w.changed(old)
+}
+
+// update changes the status fields a running connection reports (turn,
+// thread, busy or idle, last error) for session; a late message of an
+// earlier connection changes nothing. It reports the change (Options.OnStatus).
+func (w *Worker) update(session uint64, f func(*Status)) {
+	w.mu.Lock()
+	if session != w.session {
+		w.mu.Unlock()
+		return
+	}
+	old := w.status
 	f(&w.status)
+	w.changed(old)
+}
+
+// changed reports the status, if it differs from old, to Options.OnStatus
+// outside w.mu but in the order of the changes. It is called with w.mu
+// held, and releases it.
+func (w *Worker) changed(old Status) {
 	st := w.status
+	w.pubMu.Lock()
 	w.mu.Unlock()
+	defer w.pubMu.Unlock()
 	if st != old {
 		w.opts.published(st)
 	}
-}
-
-func (w *Worker) setState(s State, lastErr error) {
-	w.update(func(st *Status) {
-		st.State = s
-		if lastErr != nil {
-			st.LastError = lastErr.Error()
-		}
-	})
 }
 
 func (w *Worker) start(parent context.Context) {
@@ -190,56 +266,68 @@ func (w *Worker) stop(ctx context.Context) error {
 
 func (w *Worker) run(ctx context.Context) {
 	defer close(w.done)
+	defer w.transition(StateStopped, running{}, nil)
 	if w.spec.Refused != "" {
 		w.log.Error("worker refused", "reason", w.spec.Refused)
-		w.setState(StateFailed, errors.New(w.spec.Refused))
+		w.transition(StateFailed, running{}, errors.New(w.spec.Refused))
+		<-ctx.Done()
 		return
 	}
-	b := w.opts.Backoff
-	failures := 0
+	b, clock := w.opts.Backoff, w.opts.Clock
+	failures, failedStarts := 0, 0 // consecutive runs that ended unasked; of them, those that never got ready
 	for {
-		started := time.Now()
-		err := w.runOnce(ctx)
+		started := clock.Now()
+		ready, err := w.runOnce(ctx)
 		if ctx.Err() != nil {
-			w.update(func(st *Status) { st.State, st.PID, st.TurnID = StateStopped, 0, "" })
 			return
 		}
 		var ctl *controlled
 		if errors.As(err, &ctl) {
-			failures = 0
-			if ctl.op == ctlPause && !w.paused(ctx) {
+			failures, failedStarts = 0, 0
+			if ctl.op == ctlPause && !w.hold(ctx, StatePaused, nil) {
 				return
 			}
 			continue
 		}
 		var startErr *startError
-		if errors.As(err, &startErr) {
-			w.log.Error("worker cannot start", "err", err)
-			w.setState(StateFailed, err)
-			return
+		if !errors.As(err, &startErr) {
+			if clock.Now().Sub(started) >= b.StableAfter {
+				failures = 0
+			}
+			failures++
+			failedStarts++
+			if ready { // it started: a crash is not a failed start
+				failedStarts = 0
+			}
 		}
-		if time.Since(started) >= b.StableAfter {
-			failures = 0
-		}
-		failures++
-		if failures >= b.MaxFailures {
-			w.log.Error("worker keeps crashing; giving up", "failures", failures, "err", err)
-			w.setState(StateFailed, fmt.Errorf("crashed %d times, last: %w", failures, err))
-			return
+		if startErr != nil || failedStarts >= b.MaxFailures {
+			if startErr == nil {
+				err = fmt.Errorf("%w; gave up after %d failed starts in a row", err, failedStarts)
+			}
+			w.log.Error("worker failed; it waits for a restart", "err", err)
+			if !w.hold(ctx, StateFailed, err) {
+				return
+			}
+			failures, failedStarts = 0, 0
+			continue
 		}
 		delay := b.delay(failures)
 		w.log.Warn("worker exited; restarting", "err", err, "in", delay)
-		w.update(func(st *Status) { st.State, st.PID, st.TurnID, st.LastError = StateRestarting, 0, "", err.Error() })
+		w.transition(StateRestarting, running{}, err)
 		select {
-		case <-time.After(delay):
+		case <-clock.After(delay):
+		case op := <-w.ctl:
+			if op == ctlPause && !w.hold(ctx, StatePaused, nil) {
+				return
+			}
+			failures, failedStarts = 0, 0
 		case <-ctx.Done():
-			w.setState(StateStopped, nil)
 			return
 		}
 	}
 }
 
-// Operations a person can ask of a running worker.
+// Operations a person can ask of a worker.
 const (
 	ctlPause   = "pause"
 	ctlResume  = "resume"
@@ -251,14 +339,14 @@ type controlled struct{ op string }
 
 func (c *controlled) Error() string { return c.op }
 
-// paused waits, with the process stopped, until the worker is resumed (or
-// restarted). It reports false when ctx ended first.
-func (w *Worker) paused(ctx context.Context) bool {
-	w.update(func(st *Status) { st.State, st.PID, st.TurnID = StatePaused, 0, "" })
+// hold keeps the worker in state s (paused or failed), with no process,
+// until a person resumes or restarts it. It reports false when ctx ended
+// first.
+func (w *Worker) hold(ctx context.Context, s State, why error) bool {
+	w.transition(s, running{}, why)
 	for {
 		select {
 		case <-ctx.Done():
-			w.setState(StateStopped, nil)
 			return false
 		case op := <-w.ctl:
 			if op != ctlPause {
@@ -268,22 +356,29 @@ func (w *Worker) paused(ctx context.Context) bool {
 	}
 }
 
-// control hands op to the run loop, which takes it while the worker runs or
-// is paused.
+// controlWait bounds how long an operation waits for the run loop, which
+// takes it at once unless it is in the middle of starting or reaping a
+// process.
+const controlWait = 5 * time.Second
+
+// control hands op to the run loop.
 func (w *Worker) control(op string) error {
+	if w.spec.Refused != "" {
+		return fmt.Errorf("worker %q does not start: %s", w.spec.Name, w.spec.Refused)
+	}
 	st := w.Status().State
 	switch {
 	case op == ctlResume && st != StatePaused:
 		return fmt.Errorf("worker %q is %s, not paused", w.spec.Name, st)
-	case op == ctlPause && st == StatePaused:
-		return fmt.Errorf("worker %q is already paused", w.spec.Name)
+	case op == ctlPause && (st == StatePaused || st == StateFailed):
+		return fmt.Errorf("worker %q is already %s", w.spec.Name, st)
 	}
 	select {
 	case w.ctl <- op:
 		return nil
 	case <-w.done:
 		return fmt.Errorf("worker %q is %s", w.spec.Name, w.Status().State)
-	case <-time.After(5 * time.Second):
+	case <-time.After(controlWait):
 		return fmt.Errorf("worker %q is %s; try again", w.spec.Name, w.Status().State)
 	}
 }
@@ -295,7 +390,8 @@ func (w *Worker) Pause() error { return w.control(ctlPause) }
 // Resume starts a paused worker again on its thread.
 func (w *Worker) Resume() error { return w.control(ctlResume) }
 
-// Restart stops the worker's process and starts it again on its thread.
+// Restart stops the worker's process, if any, and starts it again on its
+// thread: it also starts a failed worker, or one waiting out its backoff.
 func (w *Worker) Restart() error { return w.control(ctlRestart) }
 
 // startError is a codex that cannot be started at all: restarting would not help.
@@ -304,16 +400,16 @@ type startError struct{ err error }
 func (e *startError) Error() string { return e.err.Error() }
 func (e *startError) Unwrap() error { return e.err }
 
-// runOnce runs one codex process from spawn to exit. It returns nil when ctx
-// ended it, and why it ended otherwise.
-func (w *Worker) runOnce(ctx context.Context) error {
-	w.setState(StateStarting, nil)
+// runOnce runs one codex process from spawn to exit. It reports whether
+// the process got ready, and why it ended: nil when ctx ended it.
+func (w *Worker) runOnce(ctx context.Context) (ready bool, err error) {
+	w.transition(StateStarting, running{}, nil)
 	if w.spec.Codex == "" {
-		return &startError{fmt.Errorf("start worker %q: no codex binary: set codex in the config, or build with make, which installs the pinned one", w.spec.Name)}
+		return false, &startError{fmt.Errorf("start worker %q: no codex binary: set codex in the config, or build with make, which installs the pinned one", w.spec.Name)}
 	}
 	args, env, err := w.command()
 	if err != nil {
-		return &startError{fmt.Errorf("start worker %q: %w", w.spec.Name, err)}
+		return false, &startError{fmt.Errorf("start worker %q: %w", w.spec.Name, err)}
 	}
 	apiKey := w.apiKey()
 	if apiKey != "" {
@@ -322,47 +418,46 @@ func (w *Worker) runOnce(ctx context.Context) error {
 		// which workers do not get, and its file store is plaintext.
 		args = append(args, "-c", `cli_auth_credentials_store="ephemeral"`)
 	}
-	proc, err := startProcess(w.spec.Codex, args, w.spec.Cwd, childEnv(os.Environ(), env), w.log)
+	proc, err := startProcess(w.spec.Codex, args, w.spec.Cwd, childEnv(os.Environ(), env), w.addStderr, w.log)
 	if err != nil {
-		return &startError{fmt.Errorf("start worker %q: %w", w.spec.Name, err)}
+		return false, &startError{fmt.Errorf("start worker %q: %w", w.spec.Name, err)}
 	}
-	w.mu.Lock()
-	session := sessions.Add(1)
-	w.session = session
-	conn := codexrpc.New(proc.stdout, proc.stdin, &connHandler{w: w, session: session}, w.log)
-	w.conn = conn
-	w.items = make(map[string]trackedItem)
-	w.mu.Unlock()
-	w.update(func(st *Status) { st.PID = proc.pid() })
-	go conn.Run()
+	r := running{proc: proc, session: sessions.Add(1)}
+	r.conn = codexrpc.New(proc.stdout, proc.stdin, &connHandler{w: w, session: r.session}, w.log)
+	r.conn.WriteTimeout = w.opts.WriteTimeout
+	w.transition(StateStarting, r, nil)
+	go r.conn.Run()
+	defer w.opts.Approver.Event(approvals.Event{Kind: approvals.WorkerExited, Worker: w.spec.Name, Session: r.session})
 
-	defer func() {
-		w.mu.Lock()
-		w.conn = nil
-		clear(w.items)
-		w.mu.Unlock()
-		w.opts.Approver.Event(approvals.Event{Kind: approvals.WorkerExited, Worker: w.spec.Name, Session: session})
-	}()
-
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	handshakeDone := make(chan error, 1)
-	go func() { handshakeDone <- w.handshake(ctx, conn, apiKey) }()
+	go func() { handshakeDone <- w.handshake(hctx, r, apiKey) }()
+	var op string
+	shaken := false
 	select {
-	case err := <-handshakeDone:
-		if err != nil {
-			proc.reap()
-			<-conn.Done()
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("handshake: %w", describeExit(err, proc))
-		}
+	case err = <-handshakeDone:
+		shaken = true
 	case <-proc.exited:
-		proc.reap()
-		<-conn.Done()
-		<-handshakeDone
-		return fmt.Errorf("exited during handshake: %w", proc.exitError())
+		err = codexrpc.ErrClosed
+	case op = <-w.ctl:
 	}
-	w.update(func(st *Status) {
+	if err != nil || op != "" {
+		cancel()
+		proc.reap()
+		<-r.conn.Done()
+		if !shaken {
+			<-handshakeDone
+		}
+		switch {
+		case ctx.Err() != nil:
+			return false, nil
+		case op != "":
+			return false, &controlled{op}
+		}
+		return false, w.failure(err, r)
+	}
+	w.update(r.session, func(st *Status) {
 		if st.State == StateStarting {
 			st.State = StateIdle
 		}
@@ -371,37 +466,65 @@ func (w *Worker) runOnce(ctx context.Context) error {
 
 	select {
 	case <-ctx.Done():
-		w.shutdown(proc, conn, session)
-		return nil
+		w.shutdown(r)
+		return true, nil
 	case op := <-w.ctl:
 		w.log.Info("worker "+op, "pid", proc.pid())
-		w.shutdown(proc, conn, session)
-		return &controlled{op}
+		w.shutdown(r)
+		return true, &controlled{op}
 	case <-proc.exited:
-	case <-conn.Done():
+	case <-r.conn.Done():
 	}
 	proc.reap()
-	<-conn.Done()
-	return proc.exitError()
+	<-r.conn.Done()
+	return true, w.failure(codexrpc.ErrClosed, r)
+}
+
+// failure is why a run ended without being asked to, in one wording per
+// cause: codex's own error line when it exited, the connection's error when
+// codex stopped reading, and what the handshake got otherwise. The process
+// has been reaped.
+func (w *Worker) failure(err error, r running) error {
+	if cerr := r.conn.Err(); errors.Is(cerr, codexrpc.ErrWriteTimeout) {
+		return fmt.Errorf("codex stopped reading its input (nothing taken in %v); its cards were closed", w.writeTimeout())
+	}
+	// Whether codex's exit is seen as a closed connection or as a broken
+	// pipe on the next write is a race: both are its exit.
+	if errors.Is(err, codexrpc.ErrClosed) || errors.Is(err, syscall.EPIPE) {
+		return r.proc.exitError()
+	}
+	if last := r.proc.message(); last != "" {
+		return fmt.Errorf("handshake: %w (codex: %s)", err, last)
+	}
+	return fmt.Errorf("handshake: %w", err)
+}
+
+func (w *Worker) writeTimeout() time.Duration {
+	if w.opts.WriteTimeout > 0 {
+		return w.opts.WriteTimeout
+	}
+	return codexrpc.DefaultWriteTimeout
 }
 
 // command is the worker's arguments and extra environment, with its
-// secrets read from the keyring.
+// secrets from the keyring.
 func (w *Worker) command() ([]string, map[string]string, error) {
 	args := append([]string{"app-server"}, w.spec.Args...)
-	if len(w.spec.Secrets) == 0 {
-		return args, w.spec.Env, nil
-	}
 	env := maps.Clone(w.spec.Env)
 	if env == nil {
 		env = map[string]string{}
 	}
+	// Without a backtrace, codex's last stderr line is its own "Error:"
+	// line, which is what the worker's status shows.
+	if _, set := env["RUST_BACKTRACE"]; !set {
+		env["RUST_BACKTRACE"] = "0"
+	}
+	if len(w.spec.Secrets) == 0 {
+		return args, env, nil
+	}
 	names := slices.Sorted(maps.Keys(w.spec.Secrets))
 	for _, name := range names {
-		if w.opts.Secret == nil {
-			return nil, nil, errors.New("secrets are configured but no keyring is available")
-		}
-		value, err := w.opts.Secret(w.spec.Secrets[name])
+		value, err := w.secrets.get(w.spec.Secrets[name])
 		if err != nil {
 			return nil, nil, fmt.Errorf("secret %q for %s: %w", w.spec.Secrets[name], name, err)
 		}
@@ -417,26 +540,18 @@ func (w *Worker) command() ([]string, map[string]string, error) {
 	return args, env, nil
 }
 
-// describeExit adds codex's last words to an error caused by its exit.
-func describeExit(err error, proc *process) error {
-	if last := proc.lastStderr(); last != "" && errors.Is(err, codexrpc.ErrClosed) {
-		return fmt.Errorf("%w (codex: %s)", err, last)
-	}
-	return err
-}
-
 // shutdown is a stop on purpose: every open request is denied before the
 // process group ends.
-func (w *Worker) shutdown(proc *process, conn *codexrpc.Conn, session uint64) {
-	w.setState(StateStopping, nil)
-	w.opts.Approver.Event(approvals.Event{Kind: approvals.WorkerStopping, Worker: w.spec.Name, Session: session})
-	for _, req := range conn.Open() {
+func (w *Worker) shutdown(r running) {
+	w.transition(StateStopping, r, nil)
+	w.opts.Approver.Event(approvals.Event{Kind: approvals.WorkerStopping, Worker: w.spec.Name, Session: r.session})
+	for _, req := range r.conn.Open() {
 		if err := req.ReplyError(codexrpc.CodeDenied, "codexgate is stopping this worker"); err != nil {
 			w.log.Warn("deny open request on stop", "method", req.Method, "err", err)
 		}
 	}
-	proc.stop(w.opts.StopGrace)
-	<-conn.Done()
+	r.proc.stop(w.opts.StopGrace)
+	<-r.conn.Done()
 }
 
 // APIKeySecret is the keyring secret that holds the OpenAI API key.
@@ -445,10 +560,7 @@ const APIKeySecret = "openai-api-key"
 // apiKey is the OpenAI API key from the keyring, or "" when there is none
 // (codex then uses its own login, such as `codex login`).
 func (w *Worker) apiKey() string {
-	if w.opts.Secret == nil {
-		return ""
-	}
-	key, err := w.opts.Secret(APIKeySecret)
+	key, err := w.secrets.get(APIKeySecret)
 	if err != nil {
 		w.log.Debug("no API key from the keyring; codex uses its own login", "err", err)
 		return ""
@@ -472,7 +584,8 @@ func (w *Worker) login(ctx context.Context, conn *codexrpc.Conn, apiKey string) 
 	return nil
 }
 
-func (w *Worker) handshake(ctx context.Context, conn *codexrpc.Conn, apiKey string) error {
+func (w *Worker) handshake(ctx context.Context, r running, apiKey string) error {
+	conn := r.conn
 	ctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
 	defer cancel()
 	err := conn.Call(ctx, codexrpc.MethodInitialize, codexrpc.InitializeParams{
@@ -511,12 +624,12 @@ func (w *Worker) handshake(ctx context.Context, conn *codexrpc.Conn, apiKey stri
 			return err
 		}
 		w.log.Warn("could not resume thread; starting a new one", "thread", threadID, "err", err)
-		w.setState(StateStarting, fmt.Errorf("could not resume thread %s: %w", threadID, err))
+		w.update(r.session, func(st *Status) { st.LastError = fmt.Sprintf("could not resume thread %s: %v", threadID, err) })
 	}
 	if err := conn.Call(ctx, codexrpc.MethodThreadStart, policy, &res); err != nil {
 		return err
 	}
-	w.update(func(st *Status) { st.ThreadID = res.Thread.ID })
+	w.update(r.session, func(st *Status) { st.ThreadID = res.Thread.ID })
 	return nil
 }
 
@@ -535,20 +648,23 @@ func (w *Worker) resume(ctx context.Context, conn *codexrpc.Conn, threadID strin
 	}
 }
 
-// ready returns the connection and thread a turn can start on.
-func (w *Worker) ready() (*codexrpc.Conn, string, error) {
+// ready returns the connection and thread a turn can start on, and the
+// connection's session.
+func (w *Worker) ready() (*codexrpc.Conn, string, uint64, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch w.status.State {
 	case StateIdle, StateWorking, StateWaiting:
-		return w.conn, w.status.ThreadID, nil
+		if w.conn != nil {
+			return w.conn, w.status.ThreadID, w.session, nil
+		}
 	}
-	return nil, "", fmt.Errorf("worker %q is %s", w.spec.Name, w.status.State)
+	return nil, "", 0, fmt.Errorf("worker %q is %s", w.spec.Name, w.status.State)
 }
 
 // StartTurn gives the worker a task and returns the id of the new turn.
 func (w *Worker) StartTurn(ctx context.Context, prompt string) (string, error) {
-	conn, threadID, err := w.ready()
+	conn, threadID, session, err := w.ready()
 	if err != nil {
 		return "", err
 	}
@@ -557,13 +673,13 @@ func (w *Worker) StartTurn(ctx context.Context, prompt string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("start turn on %q: %w", w.spec.Name, err)
 	}
-	w.update(func(st *Status) { st.TurnID = res.Turn.ID })
+	w.update(session, func(st *Status) { st.TurnID = res.Turn.ID })
 	return res.Turn.ID, nil
 }
 
 // Interrupt stops a turn; an empty turnID means the running one.
 func (w *Worker) Interrupt(ctx context.Context, turnID string) error {
-	conn, threadID, err := w.ready()
+	conn, threadID, _, err := w.ready()
 	if err != nil {
 		return err
 	}
@@ -578,4 +694,14 @@ func (w *Worker) Interrupt(ctx context.Context, turnID string) error {
 		return fmt.Errorf("interrupt turn on %q: %w", w.spec.Name, err)
 	}
 	return nil
+}
+
+// ended reports whether the worker's run loop has returned.
+func (w *Worker) ended() bool {
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
 }

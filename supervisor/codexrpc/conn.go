@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,9 @@ const MaxLineBytes = 16 << 20
 // DefaultCallTimeout bounds a client request that has no deadline of its own.
 const DefaultCallTimeout = 60 * time.Second
 
+// DefaultWriteTimeout bounds one write to a server that can take deadlines.
+const DefaultWriteTimeout = 10 * time.Second
+
 // JSON-RPC error codes the client sends.
 const (
 	CodeMethodNotFound = -32601
@@ -42,7 +46,10 @@ var (
 	ErrClosed = errors.New("connection closed")
 	// ErrAlreadyReplied is returned by a second reply to one server request.
 	ErrAlreadyReplied = errors.New("request already answered")
-	errOversized      = errors.New("message too large")
+	// ErrWriteTimeout ends a connection whose server did not take a message
+	// within the write timeout: a server that stops reading its input.
+	ErrWriteTimeout = errors.New("the server did not read its input in time")
+	errOversized    = errors.New("message too large")
 )
 
 // Error is a JSON-RPC error object.
@@ -114,6 +121,12 @@ func (r *Request) send(m message) error {
 	return c.write(m)
 }
 
+// deadlineWriter is a writer whose writes can be bounded, such as a pipe.
+type deadlineWriter interface {
+	io.Writer
+	SetWriteDeadline(time.Time) error
+}
+
 // Conn is one JSON-RPC connection to a codex app-server: newline-delimited
 // JSON in both directions, one reader (Run) and one writer lock.
 type Conn struct {
@@ -122,14 +135,20 @@ type Conn struct {
 	handler Handler
 	log     *slog.Logger
 
+	// WriteTimeout bounds each write when w can take deadlines (0: the
+	// default). A write that misses it ends the connection, since part of
+	// a line may have gone out. Set it before the first write.
+	WriteTimeout time.Duration
+
 	wmu sync.Mutex // serialises writes to w
 
 	nextID atomic.Int64
 
-	mu      sync.Mutex // protects pending, open, closed
+	mu      sync.Mutex // protects pending, open, closed, err
 	pending map[int64]chan message
 	open    map[string]*Request
 	closed  bool
+	err     error // why the connection ended, when a write ended it
 	done    chan struct{}
 
 	lineBuf []byte
@@ -151,6 +170,13 @@ func New(r io.Reader, w io.Writer, h Handler, log *slog.Logger) *Conn {
 
 // Done is closed when the connection has ended.
 func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err is why a write ended the connection, or nil.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
 
 // Open returns the server requests not yet answered.
 func (c *Conn) Open() []*Request {
@@ -270,13 +296,17 @@ func (c *Conn) deliver(m message) {
 	ch <- m
 }
 
-func (c *Conn) close() {
+func (c *Conn) close() { c.fail(nil) }
+
+// fail ends the connection; err, when not nil, is kept as the reason.
+func (c *Conn) fail(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return
 	}
 	c.closed = true
+	c.err = err
 	for id, ch := range c.pending {
 		close(ch)
 		delete(c.pending, id)
@@ -360,7 +390,25 @@ func (c *Conn) write(m message) error {
 	line = append(line, '\n')
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	select {
+	case <-c.done:
+		return ErrClosed // an earlier write failed: the stream may hold part of a line
+	default:
+	}
+	if dw, ok := c.w.(deadlineWriter); ok {
+		timeout := c.WriteTimeout
+		if timeout <= 0 {
+			timeout = DefaultWriteTimeout
+		}
+		if err := dw.SetWriteDeadline(time.Now().Add(timeout)); err == nil {
+			defer dw.SetWriteDeadline(time.Time{})
+		}
+	}
 	if _, err := c.w.Write(line); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			err = ErrWriteTimeout
+		}
+		c.fail(err)
 		return fmt.Errorf("write: %w", err)
 	}
 	return nil

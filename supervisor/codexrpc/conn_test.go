@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -264,4 +265,37 @@ func FuzzDispatch(f *testing.F) {
 		c := New(in, io.Discard, h, slog.New(slog.DiscardHandler))
 		c.Run()
 	})
+}
+
+func TestAServerThatStopsReadingEndsTheConnection(t *testing.T) {
+	inR, inW, err := os.Pipe() // the server's stdin, which it never reads
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inR.Close()
+	defer inW.Close()
+	outR, outW := io.Pipe()
+	h := &handler{reqs: make(chan *Request, 1)}
+	c := New(outR, inW, h, slog.New(slog.DiscardHandler))
+	c.WriteTimeout = 100 * time.Millisecond
+	go c.Run()
+	defer outW.Close()
+	outW.Write([]byte(`{"id":1,"method":"item/commandExecution/requestApproval","params":{}}` + "\n"))
+	req := <-h.reqs
+	// More than the pipe holds: the write misses its deadline.
+	err = c.Notify("big", strings.Repeat("x", 1<<20))
+	if !errors.Is(err, ErrWriteTimeout) || !errors.Is(c.Err(), ErrWriteTimeout) {
+		t.Fatalf("write to a server that reads nothing: %v (conn: %v)", err, c.Err())
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the connection did not end")
+	}
+	if err := req.Reply(map[string]string{"decision": "accept"}); !errors.Is(err, ErrClosed) {
+		t.Errorf("reply after the timeout: %v, want ErrClosed", err)
+	}
+	if err := c.Call(context.Background(), "x", nil, nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("call after the timeout: %v, want ErrClosed", err)
+	}
 }

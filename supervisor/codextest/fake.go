@@ -34,7 +34,7 @@ func RunFakeIfAsked() {
 	if os.Getenv(FakeIgnoreTerm) != "" {
 		signal.Ignore(syscall.SIGTERM)
 	}
-	f := &fake{dir: dir, out: os.Stdout, pending: map[string]chan json.RawMessage{}, methods: map[string]string{}}
+	f := &fake{dir: dir, out: os.Stdout, pending: map[string]chan json.RawMessage{}, methods: map[string]string{}, stall: make(chan struct{})}
 	os.Exit(f.run(os.Stdin))
 }
 
@@ -81,6 +81,8 @@ type fake struct {
 	turnID   string
 	turns    int
 	cancel   chan struct{}
+	stall    chan struct{} // closed when the fake stops reading stdin for good
+	stalled  sync.Once
 }
 
 func (f *fake) log(r FakeRecord) {
@@ -116,6 +118,12 @@ func (f *fake) run(in io.Reader) int {
 		line, err := r.ReadBytes('\n')
 		if err != nil {
 			return 0 // stdin closed: codex exits too
+		}
+		select {
+		case <-f.stall:
+			f.log(FakeRecord{Event: "stalled"})
+			time.Sleep(time.Hour) // reads nothing more, until killed
+		default:
 		}
 		f.log(FakeRecord{Recv: json.RawMessage(strings.TrimSpace(string(line)))})
 		answering := func(id json.RawMessage) string {
@@ -249,7 +257,8 @@ func (f *fake) status(active bool, flags ...string) {
 
 // runTurn plays the steps of a prompt, separated by ';': "exec CMD",
 // "patch PATH", "network HOST", "unknown", "legacy", "garbage", "crash",
-// "grandchild", "hang".
+// "grandchild", "hang", "stall" (stop reading stdin: the line being read
+// is the last).
 func (f *fake) runTurn(turn, prompt string, cancel chan struct{}) {
 	f.notify("turn/started", map[string]any{"threadId": f.threadID, "turn": map[string]any{"id": turn, "status": "inProgress", "items": []any{}}})
 	f.status(true)
@@ -312,6 +321,9 @@ func (f *fake) runTurn(turn, prompt string, cancel chan struct{}) {
 		case "hang":
 			<-cancel
 			res = nil
+		case "stall":
+			f.stalled.Do(func() { close(f.stall) })
+			continue
 		default:
 			continue
 		}
