@@ -82,12 +82,12 @@ func Run(opts Options) error {
 		OnChange:    a.onCardChange,
 	})
 	if !opts.Headless {
-		a.desk = newDesktop(a, cfg, log)
+		a.desk = newDesktop(ctx, a, cfg, log)
 	}
 	if err := supervisor.AdoptOrphans(ctx, log); err != nil {
 		log.Warn("cannot adopt the orphans of workers", "err", err)
 	}
-	a.sup = supervisor.New(ctx, supervisor.Options{Approver: a.queue, Log: log, Version: opts.Version, Secret: secrets.Get})
+	a.sup = supervisor.New(ctx, supervisor.Options{Approver: a.queue, Log: log, Version: opts.Version, Secret: secrets.Get, OnStatus: a.onStatus})
 
 	sock := opts.Socket
 	if sock == "" {
@@ -203,7 +203,9 @@ func (a *app) handle(ctx context.Context, req control.Request) (any, error) {
 		if a.desk == nil {
 			return nil, errors.New("codexgate runs headless: there is no panel")
 		}
-		a.desk.ui.ShowPanel(req.Card)
+		if err := a.desk.ui.OpenPanel(req.Card); err != nil {
+			return nil, err
+		}
 		return "shown", nil
 	case "answer":
 		d, err := approvals.ParseDecision(req.Decision)
@@ -286,6 +288,12 @@ func (a *app) configError(err error) {
 func (a *app) onCardChange(ch approvals.Change) {
 	if a.desk != nil {
 		a.desk.ui.OnCardChange(ch)
+	}
+}
+
+func (a *app) onStatus(st supervisor.Status) {
+	if a.desk != nil {
+		a.desk.ui.OnStatus(st)
 	}
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"log/slog"
 
-	"fyne.io/fyne/v2"
-	fyneapp "fyne.io/fyne/v2/app"
 	"github.com/gen2brain/beeep"
 
 	"codexgate/assets"
@@ -15,18 +13,17 @@ import (
 	"codexgate/ui/notify"
 )
 
-// desktop is the tray, panel, notifications and hotkeys of a run that is
-// not headless.
+// desktop is the tray, notifications, hotkeys and on-demand panel of a run
+// that is not headless. None of it links Fyne: the panel is a process of
+// its own.
 type desktop struct {
-	fyne     fyne.App
 	ui       *ui.UI
 	notifier *notify.Notifier
 	hotkeys  *hotkey.Manager
 }
 
-func newDesktop(a *app, cfg *config.Config, log *slog.Logger) *desktop {
-	d := &desktop{fyne: fyneapp.NewWithID("io.codexgate.app")}
-	d.fyne.SetIcon(ui.AppIcon)
+func newDesktop(ctx context.Context, a *app, cfg *config.Config, log *slog.Logger) *desktop {
+	d := &desktop{}
 	beeep.AppName = "Codexgate"
 	d.notifier = notify.New(func(title, body string) error { return beeep.Notify(title, body, assets.AppIcon) }, log)
 	d.hotkeys = hotkey.New(hotkey.HelperPath(), cfg.Hotkeys.Map(),
@@ -35,13 +32,20 @@ func newDesktop(a *app, cfg *config.Config, log *slog.Logger) *desktop {
 			d.notifier.Say("Global hotkeys are not available",
 				err.Error()+"\nBind `codexgate answer allow` and `codexgate answer deny` in your desktop's shortcut settings instead.")
 		}, log)
-	d.ui = ui.New(d.fyne, a, ui.Options{
+	d.ui = ui.New(ctx, a, ui.Options{
 		SettleDelay: cfg.Cards.SettleDelay.Duration,
 		Notifier:    d.notifier,
 		Hotkeys:     d.hotkeys,
 		Log:         log,
 	})
 	return d
+}
+
+// OpenPanel starts the panel, or brings it to the front, at a card ("":
+// where it is). A failure is shown in the tray and a notification. It is
+// what a notification's Open action calls.
+func (d *desktop) OpenPanel(cardID string) {
+	d.ui.OpenPanel(cardID)
 }
 
 // reload applies new hotkeys and settle delay.
@@ -54,12 +58,7 @@ func (d *desktop) reload(cfg *config.Config) {
 // ctx through stop, so the rest of the app stops too.
 func (d *desktop) run(ctx context.Context, stop context.CancelFunc) {
 	go d.notifier.Run(ctx)
-	go d.ui.Run(ctx)
-	go func() {
-		<-ctx.Done()
-		fyne.Do(d.fyne.Quit)
-	}()
-	d.fyne.Run()
+	d.ui.Run(ctx, stop)
 	stop()
 	d.hotkeys.Close()
 }
