@@ -57,6 +57,8 @@ type testApp struct {
 	log    *syncBuffer
 	// desktop runs the app with its tray, panel and hotkeys instead of --headless.
 	desktop bool
+	// exe is the codexgate to run; "" for binary.
+	exe string
 	// extra is appended to the config file.
 	extra string
 	// cfgPath is the config file; blocks are its [[worker]] tables by name.
@@ -142,7 +144,11 @@ func (a *testApp) start(defs ...workerDef) map[string]string {
 	if !a.desktop {
 		args = append(args, "--headless")
 	}
-	a.cmd = exec.Command(binary, args...)
+	exe := a.exe
+	if exe == "" {
+		exe = binary
+	}
+	a.cmd = exec.Command(exe, args...)
 	a.cmd.Env = a.env
 	a.cmd.Stdout, a.cmd.Stderr = a.log, a.log
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

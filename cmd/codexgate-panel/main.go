@@ -5,7 +5,7 @@
 // part of Codexgate that links Fyne and OpenGL: a process that waits for
 // cards must not wake 60 times a second.
 //
-// Usage (by codexgate only): codexgate-panel [CARD]
+// Usage (by codexgate only): codexgate-panel
 package main
 
 import (
@@ -46,16 +46,19 @@ func run() error {
 	a.SetIcon(panel.AppIcon)
 	client := wire.NewClient(conn)
 	p := panel.New(a, panel.Remote{C: client, Log: log})
-	go func() {
-		err := client.Run(
-			func(s wire.State) { fyne.Do(func() { p.Update(s) }) },
-			func(s wire.Show) { fyne.Do(func() { p.Show(s) }) },
-		)
-		if err != nil {
-			log.Error("channel to codexgate", "err", err)
-		}
-		fyne.Do(a.Quit) // codexgate is gone
-	}()
+	// Updates are read once Fyne's loop runs: a fyne.Do before it is lost.
+	a.Lifecycle().SetOnStarted(func() {
+		go func() {
+			err := client.Run(
+				func(s wire.State) { fyne.Do(func() { p.Update(s) }) },
+				func(s wire.Show) { fyne.Do(func() { p.Show(s) }) },
+			)
+			if err != nil {
+				log.Error("channel to codexgate", "err", err)
+			}
+			fyne.Do(a.Quit) // codexgate is gone
+		}()
+	})
 	p.Window().Show()
 	a.Run()
 	return nil
