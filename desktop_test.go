@@ -184,7 +184,6 @@ func xdotool(t testing.TB, args ...string) string {
 // panelWindow is the X window of the panel process pid.
 func panelWindow(t testing.TB, pid int) string {
 	ids := strings.Fields(xdotool(t, "search", "--sync", "--onlyvisible", "--pid", strconv.Itoa(pid), "--name", "^Codexgate$"))
-	t.Logf("panel windows: %v", ids)
 	return ids[0]
 }
 
