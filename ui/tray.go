@@ -37,9 +37,13 @@ type tray struct {
 
 func (t *tray) start(quit func()) {
 	t.quit = quit
-	if !trayHostAvailable() {
+	bus, host := trayHost()
+	if !host {
 		t.u.opts.Log.Warn("no system tray host (StatusNotifierWatcher) on the session bus: use the panel (codexgate panel) and the hotkeys")
 		t.u.say("Codexgate has no tray here", "No system tray was found. Open the panel with `codexgate panel`; the hotkeys still work.")
+	}
+	if !bus {
+		return // systray cannot even start, and would fail to stop
 	}
 	start, end := systray.RunWithExternalLoop(nil, nil)
 	start()
@@ -57,17 +61,16 @@ func (t *tray) stop() {
 	t.end = nil
 }
 
-// trayHostAvailable reports whether a StatusNotifierItem host is there to
-// show the icon.
-func trayHostAvailable() bool {
+// trayHost reports whether there is a session bus, and a
+// StatusNotifierItem host on it to show the icon.
+func trayHost() (bus, host bool) {
 	conn, err := dbus.ConnectSessionBus()
 	if err != nil {
-		return false
+		return false, false
 	}
 	defer conn.Close()
-	var has bool
-	err = conn.BusObject().Call("org.freedesktop.DBus.NameHasOwner", 0, "org.kde.StatusNotifierWatcher").Store(&has)
-	return err == nil && has
+	err = conn.BusObject().Call("org.freedesktop.DBus.NameHasOwner", 0, "org.kde.StatusNotifierWatcher").Store(&host)
+	return true, err == nil && host
 }
 
 // trayIcon is the icon of s: waiting when a card is open, working while a
