@@ -40,7 +40,7 @@ func (b *backend) state(settle time.Duration) wire.State {
 }
 
 func (b *backend) Full(id string, _ int) (string, approvals.Card, error) { return b.q.Full(id) }
-func (b *backend) Shown(id string, rev int) error                     { return b.q.MarkShownInFull(id, rev) }
+func (b *backend) Shown(id string, rev int) error                        { return b.q.MarkShownInFull(id, rev) }
 func (b *backend) Answer(id string, rev int, d approvals.Decision, values map[string]string) (string, error) {
 	a := approvals.Answer{Card: id, Revision: rev, Decision: d, Values: values, By: approvals.ByPanel}
 	b.mu.Lock()
