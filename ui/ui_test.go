@@ -33,6 +33,10 @@ func TestMain(m *testing.M) {
 }
 
 func fakePanel() {
+	if os.Getenv(fakePanelEnv) == "fail" {
+		fmt.Fprintln(os.Stderr, "codexgate-panel: no display (neither DISPLAY nor WAYLAND_DISPLAY is set)")
+		os.Exit(1)
+	}
 	conn, err := net.FileConn(os.NewFile(wire.FD, "codexgate"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fake panel:", err)
@@ -215,6 +219,14 @@ func TestPanelProcess(t *testing.T) {
 		defer u.panel.mu.Unlock()
 		return u.panel.run == nil
 	})
+
+	t.Setenv(fakePanelEnv, "fail")
+	if err := u.OpenPanel(""); err == nil || !strings.Contains(err.Error(), "no display") {
+		t.Errorf("a panel without a display: %v", err)
+	}
+	if f := u.panel.failure(); !strings.Contains(f, "no display") {
+		t.Errorf("failure %q", f)
+	}
 
 	missing := New(context.Background(), b, Options{Panel: "/nonexistent/codexgate-panel"})
 	if err := missing.OpenPanel(""); err == nil || !strings.Contains(err.Error(), "missing") {

@@ -23,7 +23,9 @@ type Client struct {
 
 // NewClient talks over rw.
 func NewClient(rw io.ReadWriter) *Client {
-	return &Client{w: NewWriter(rw), r: NewReader(rw, MaxUpdate), waiting: map[uint64]chan Reply{}}
+	r := NewReader(rw, MaxUpdate)
+	r.lenient = true
+	return &Client{w: NewWriter(rw), r: r, waiting: map[uint64]chan Reply{}}
 }
 
 // Run hands each State and Show to its callback, in order, until the

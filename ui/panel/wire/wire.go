@@ -102,9 +102,13 @@ var ErrTooLong = errors.New("message too long")
 type Reader struct {
 	r   *bufio.Reader
 	max int
+	// lenient accepts fields it does not know: the panel reading a newer
+	// codexgate. Codexgate reading the panel is strict.
+	lenient bool
 }
 
-// NewReader reads lines of at most max bytes from r.
+// NewReader reads lines of at most max bytes from r, and refuses a field it
+// does not know.
 func NewReader(r io.Reader, max int) *Reader {
 	return &Reader{r: bufio.NewReaderSize(r, 64<<10), max: max}
 }
@@ -129,7 +133,9 @@ func (r *Reader) Read(v any) error {
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
+	if !r.lenient {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("decode message: %w", err)
 	}
