@@ -42,7 +42,7 @@ func run() error {
 	f.Close()
 	defer conn.Close()
 
-	a := fyneapp.NewWithID("io.codexgate.panel")
+	a := fyneapp.NewWithID("io.codexgate.app") // as FyneApp.toml
 	a.SetIcon(panel.AppIcon)
 	client := wire.NewClient(conn)
 	p := panel.New(a, panel.Remote{C: client, Log: log})
