@@ -57,7 +57,6 @@ type panelRun struct {
 	cmd    *exec.Cmd
 	conn   net.Conn
 	w      *wire.Writer
-	start  time.Time
 	ready  chan struct{} // closed at the first frame
 	exited chan struct{} // closed once the process is waited for
 	stderr *tail
@@ -141,7 +140,7 @@ func (h *panelHost) start() (*panelRun, error) {
 		return nil, fmt.Errorf("open the panel's channel: %w", err)
 	}
 	r := &panelRun{
-		conn: conn, w: wire.NewWriter(conn), start: time.Now(),
+		conn: conn, w: wire.NewWriter(conn),
 		ready: make(chan struct{}), exited: make(chan struct{}), stderr: &tail{},
 		pushed: map[string]shownRev{}, full: map[string]int{},
 	}
