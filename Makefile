@@ -20,17 +20,21 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 run: deps build
 	./$(BIN)
 
+# The app (no Fyne, no OpenGL), the panel it starts on demand, and the
+# hotkey helper, side by side: codexgate finds the others beside itself.
 build: $(CODEX_NATIVE)
 	go build -ldflags '$(LDFLAGS)' -o $(BIN) .
+	go build -o bin/codexgate-panel ./cmd/codexgate-panel
 	go build -o bin/codexgate-hotkey ./ui/hotkey/codexgate-hotkey
 
-test: deps test-deps
+# The end-to-end tests run what `make build` made.
+test: deps test-deps build
 	go vet ./...
 	./scripts/testenv go test -race -count=1 -timeout 30m ./...
 
-bench: deps test-deps
+bench: deps test-deps build
 	go test -run '^$$' -bench . -benchmem ./approvals/... ./supervisor/...
-	./scripts/testenv go test -run '^$$' -bench IdleDesktop -benchtime 1x .
+	./scripts/testenv go test -run '^$$' -bench 'IdleDesktop|PanelFirstFrame|CardToNotify' -benchtime 1x .
 
 # The protocol schema of the pinned CLI, committed for the tests.
 schema: $(CODEX_NATIVE)

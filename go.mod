@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	fyne.io/fyne/v2 v2.7.1
+	fyne.io/systray v1.11.1-0.20250603113521-ca66a66d8b58
 	github.com/BurntSushi/toml v1.6.0
 	github.com/aymanbagabas/go-udiff v0.4.1
 	github.com/bluekeyes/go-gitdiff v0.9.0
@@ -17,7 +18,6 @@ require (
 )
 
 require (
-	fyne.io/systray v1.11.1-0.20250603113521-ca66a66d8b58 // indirect
 	git.sr.ht/~jackmordaunt/go-toast v1.1.2 // indirect
 	github.com/danieljoos/wincred v1.2.3 // indirect
 	github.com/davecgh/go-spew v1.1.1 // indirect

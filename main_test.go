@@ -18,34 +18,33 @@ import (
 	"codexgate/supervisor/codextest"
 )
 
-// binary is codexgate built for these tests, as `make` builds it.
+// binary is the codexgate that `make build` made, in bin/ beside the panel
+// and the hotkey helper; `make test` builds them first.
 var binary string
 
 func TestMain(m *testing.M) {
-	// Not under /tmp, which workers' sandboxes can write: Codexgate refuses
-	// to run from there.
-	base := filepath.Join(codextest.Root(), ".tools", "test")
-	os.MkdirAll(base, 0o700)
-	dir, err := os.MkdirTemp(base, "codexgate-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "codexgate")
+	bin := filepath.Join(codextest.Root(), "bin")
+	binary = filepath.Join(bin, "codexgate")
 	native := filepath.Join(codextest.Root(), ".tools/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex")
-	for _, build := range []*exec.Cmd{
-		exec.Command("go", "build", "-o", binary, "-ldflags", "-X main.version=test -X main.pinnedCodex="+native, "."),
-		exec.Command("go", "build", "-o", filepath.Join(dir, "codexgate-hotkey"), "./ui/hotkey/codexgate-hotkey"),
+	// Without `make build`, the same builds.
+	for _, build := range []struct{ out, pkg, ldflags string }{
+		{"codexgate", ".", "-X main.version=test -X main.pinnedCodex=" + native},
+		{"codexgate-panel", "./cmd/codexgate-panel", ""},
+		{"codexgate-hotkey", "./ui/hotkey/codexgate-hotkey", ""},
 	} {
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
+		out := filepath.Join(bin, build.out)
+		if exists(out) {
+			continue
+		}
+		cmd := exec.Command("go", "build", "-o", out, "-ldflags", build.ldflags, build.pkg)
+		cmd.Dir = codextest.Root()
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "build:", err)
 			os.Exit(1)
 		}
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // testApp is a running `codexgate --headless`, driven only through its command line.
@@ -58,6 +57,8 @@ type testApp struct {
 	log    *syncBuffer
 	// desktop runs the app with its tray, panel and hotkeys instead of --headless.
 	desktop bool
+	// exe is the codexgate to run; "" for binary.
+	exe string
 	// extra is appended to the config file.
 	extra string
 	// cfgPath is the config file; blocks are its [[worker]] tables by name.
@@ -143,7 +144,11 @@ func (a *testApp) start(defs ...workerDef) map[string]string {
 	if !a.desktop {
 		args = append(args, "--headless")
 	}
-	a.cmd = exec.Command(binary, args...)
+	exe := a.exe
+	if exe == "" {
+		exe = binary
+	}
+	a.cmd = exec.Command(exe, args...)
 	a.cmd.Env = a.env
 	a.cmd.Stdout, a.cmd.Stderr = a.log, a.log
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

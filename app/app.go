@@ -105,7 +105,7 @@ func Run(opts Options) error {
 		OnChange:    a.onCardChange,
 	})
 	if !opts.Headless {
-		a.desk = newDesktop(a, cfg, log)
+		a.desk = newDesktop(ctx, a, cfg, log)
 		if firstRun != "" {
 			a.desk.notifier.Say("Codexgate: add a project folder", firstRun)
 		}
@@ -310,7 +310,9 @@ func (a *app) handle(ctx context.Context, req control.Request) (any, error) {
 		if a.desk == nil {
 			return nil, errors.New("codexgate runs headless: there is no panel")
 		}
-		a.desk.ui.ShowPanel(req.Card)
+		if err := a.desk.ui.OpenPanel(req.Card); err != nil {
+			return nil, err
+		}
 		return "shown", nil
 	case "show":
 		return a.show(req.Card)
@@ -442,6 +444,9 @@ func (a *app) configError(err error) {
 // failure is handed to notifyFailures, and dropped if too many are waiting
 // (the tray still shows it).
 func (a *app) onStatus(st supervisor.Status) {
+	if a.desk != nil {
+		a.desk.ui.OnStatus(st)
+	}
 	if st.State == supervisor.StateFailed && a.failed != nil {
 		select {
 		case a.failed <- st:

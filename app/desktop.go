@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"os"
 
-	"fyne.io/fyne/v2"
-	fyneapp "fyne.io/fyne/v2/app"
 	"github.com/gen2brain/beeep"
 
 	"codexgate/assets"
@@ -16,23 +14,24 @@ import (
 	"codexgate/ui/notify"
 )
 
-// desktop is the tray, panel, notifications and hotkeys of a run that is
-// not headless.
+// desktop is the tray, notifications, hotkeys and on-demand panel of a run
+// that is not headless. None of it links Fyne: the panel is a process of
+// its own.
 type desktop struct {
-	fyne     fyne.App
 	ui       *ui.UI
 	notifier *notify.Notifier
 	hotkeys  *hotkey.Manager
 }
 
-func newDesktop(a *app, cfg *config.Config, log *slog.Logger) *desktop {
-	d := &desktop{fyne: fyneapp.NewWithID("io.codexgate.app")}
-	d.fyne.SetIcon(ui.AppIcon)
+func newDesktop(ctx context.Context, a *app, cfg *config.Config, log *slog.Logger) *desktop {
+	d := &desktop{}
 	beeep.AppName = "Codexgate"
 	d.notifier = notify.New(notify.Options{
-		Bus:       os.Getenv("DBUS_SESSION_BUS_ADDRESS"),
-		Queue:     a.queue,
-		OpenPanel: func(cardID string) { d.ui.ShowPanel(cardID) },
+		Bus:   os.Getenv("DBUS_SESSION_BUS_ADDRESS"),
+		Queue: a.queue,
+		// Opening waits for the panel's first frame (bounded by its start
+		// timeout) and shows its own failure; the notifier must not wait.
+		OpenPanel: func(cardID string) { go d.ui.OpenPanel(cardID) },
 		Fallback:  func(title, body string) error { return beeep.Notify(title, body, assets.AppIcon) },
 		Turns:     cfg.Notifications.Turns,
 		Log:       log,
@@ -43,7 +42,7 @@ func newDesktop(a *app, cfg *config.Config, log *slog.Logger) *desktop {
 			d.notifier.Say("Global hotkeys are not available",
 				err.Error()+"\nBind `codexgate answer allow` and `codexgate answer deny` in your desktop's shortcut settings instead.")
 		}, log)
-	d.ui = ui.New(d.fyne, a, ui.Options{
+	d.ui = ui.New(ctx, a, ui.Options{
 		SettleDelay: cfg.Cards.SettleDelay.Duration,
 		Notifier:    d.notifier,
 		Hotkeys:     d.hotkeys,
@@ -63,12 +62,7 @@ func (d *desktop) reload(cfg *config.Config) {
 // ctx through stop, so the rest of the app stops too.
 func (d *desktop) run(ctx context.Context, stop context.CancelFunc) {
 	go d.notifier.Run(ctx)
-	go d.ui.Run(ctx)
-	go func() {
-		<-ctx.Done()
-		fyne.Do(d.fyne.Quit)
-	}()
-	d.fyne.Run()
+	d.ui.Run(ctx, stop)
 	stop()
 	d.hotkeys.Close()
 }

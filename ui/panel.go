@@ -1,284 +1,381 @@
 package ui
 
 import (
+	"errors"
 	"fmt"
-	"slices"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
 	"time"
 
-	"fyne.io/fyne/v2"
-	"fyne.io/fyne/v2/container"
-	"fyne.io/fyne/v2/driver/desktop"
-	"fyne.io/fyne/v2/widget"
-
 	"codexgate/approvals"
+	"codexgate/ui/panel/wire"
 )
 
-// panel is the window that shows one card whole, a list of the others, and
-// the buttons of exactly the decisions the card allows. It belongs to Fyne's
-// goroutine.
-type panel struct {
-	u   *UI
-	win fyne.Window
+const (
+	// panelStart bounds the wait for the panel's first frame.
+	panelStart = 15 * time.Second
+	// panelWrite bounds one message to the panel; a panel that does not
+	// read is ended.
+	panelWrite = 5 * time.Second
+	// panelGrace is how long a closing panel may take before it is killed.
+	panelGrace = 3 * time.Second
+	// PanelName is the panel's binary, installed beside codexgate.
+	PanelName = "codexgate-panel"
+)
 
-	cards   []approvals.Card
-	current approvals.Card // the card shown; ID "" when none
-	// shownAt is when the current revision was put on screen: allowing is
-	// held back for the settle delay, so that a click meant for a card that
-	// just closed cannot land on the one that replaced it.
-	shownAt time.Time
-
-	list    *widget.List
-	header  *widget.Label
-	grid    *widget.TextGrid
-	showAll *widget.Button
-	form    *fyne.Container
-	buttons *fyne.Container
-	status  *widget.Label
-	bottom  *fyne.Container // holds form, Show all, buttons and status: re-laid out on each render
-	inputs  map[string]func() string
-	allow   []*widget.Button // buttons that let something happen
-	actions map[approvals.Decision]func()
+// PanelPath is the panel binary beside the running one.
+func PanelPath() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return PanelName
+	}
+	return filepath.Join(filepath.Dir(exe), PanelName)
 }
 
-func newPanel(u *UI) *panel {
-	p := &panel{u: u, win: u.app.NewWindow("Codexgate")}
-	p.win.SetIcon(AppIcon)
-	p.list = widget.NewList(
-		func() int { return len(p.cards) },
-		func() fyne.CanvasObject { return widget.NewLabel("") },
-		func(i widget.ListItemID, o fyne.CanvasObject) { o.(*widget.Label).SetText(CardLabel(p.cards[i])) },
-	)
-	p.list.OnSelected = func(i widget.ListItemID) {
-		if i < len(p.cards) && p.cards[i].ID != p.current.ID {
-			p.render(p.cards[i])
+// panelHost starts the panel process on demand and is its other end: it
+// pushes every new snapshot and serves the panel's requests, each checked
+// as if it came from a stranger.
+type panelHost struct {
+	u    *UI
+	path string
+
+	startMu sync.Mutex // one open at a time
+
+	mu     sync.Mutex // protects run, failed
+	run    *panelRun  // nil when no panel runs
+	failed string     // why the last start failed; "" after a good one
+}
+
+// panelRun is one panel process.
+type panelRun struct {
+	cmd    *exec.Cmd
+	conn   net.Conn
+	w      *wire.Writer
+	ready  chan struct{} // closed at the first frame
+	exited chan struct{} // closed once the process is waited for
+	stderr *tail
+
+	readyOnce sync.Once
+	requests  sync.WaitGroup // requests being served
+
+	mu     sync.Mutex          // protects pushed, full
+	pushed map[string]shownRev // the revision of each card sent, and when
+	full   map[string]int      // the revision whose whole text was sent, by card
+}
+
+type shownRev struct {
+	revision int
+	at       time.Time
+	whole    bool // the card was not truncated: its whole text was sent
+}
+
+func (h *panelHost) failure() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.failed
+}
+
+// open starts the panel, or brings it to the front, and shows s there.
+func (h *panelHost) open(s wire.Show) error {
+	h.startMu.Lock()
+	defer h.startMu.Unlock()
+	h.mu.Lock()
+	r := h.run
+	h.mu.Unlock()
+	if r != nil {
+		return r.send(wire.Update{Show: &s})
+	}
+	began := time.Now()
+	r, err := h.start()
+	if err == nil {
+		select {
+		case <-r.ready:
+		case <-r.exited:
+			err = fmt.Errorf("the panel exited: %s", r.stderr.last())
+		case <-time.After(panelStart):
+			err = fmt.Errorf("the panel did not show its window within %v", panelStart)
+			r.stop()
 		}
 	}
-	p.header = widget.NewLabel("")
-	p.header.TextStyle.Bold = true
-	p.grid = widget.NewTextGrid()
-	p.showAll = widget.NewButton("Show all", p.openFull)
-	p.form = container.NewVBox()
-	p.buttons = container.NewHBox()
-	p.status = widget.NewLabel("")
-	p.status.Wrapping = fyne.TextWrapWord
-	p.bottom = container.NewVBox(p.form, container.NewHBox(p.showAll), p.buttons, p.status)
-	// The grid scrolls inside a container of its own, which clips it.
-	p.grid.Scroll = fyne.ScrollNone
-	body := container.NewBorder(container.NewVBox(p.header), p.bottom, nil, nil, container.NewScroll(p.grid))
-	split := container.NewHSplit(p.list, body)
-	split.Offset = 0.28
-	p.win.SetContent(split)
-	p.win.Resize(fyne.NewSize(980, 620))
-	p.shortcuts()
-	p.win.SetCloseIntercept(func() { p.win.Hide() })
-	return p
+	if err != nil {
+		h.mu.Lock()
+		h.failed = err.Error()
+		h.mu.Unlock()
+		h.u.opts.Log.Warn("the panel cannot open", "err", err)
+		h.u.say("The Codexgate panel cannot open", err.Error()+"\nCards can still be answered with the hotkeys and `codexgate answer`.")
+		h.u.Changed()
+		return err
+	}
+	h.mu.Lock()
+	wasFailed := h.failed != ""
+	h.failed = ""
+	h.mu.Unlock()
+	if wasFailed {
+		h.u.Changed()
+	}
+	h.u.opts.Log.Info("panel shown", "pid", r.cmd.Process.Pid, "first_frame_ms", time.Since(began).Milliseconds())
+	return r.send(wire.Update{Show: &s})
 }
 
-// shortcuts binds Alt+A allow, Alt+S allow for session, Alt+D deny, Alt+X
-// deny and stop: the same as the buttons, and only when they are enabled.
-func (p *panel) shortcuts() {
-	for key, d := range map[fyne.KeyName]approvals.Decision{
-		fyne.KeyA: approvals.DecisionAllow, fyne.KeyS: approvals.DecisionAllowSession,
-		fyne.KeyD: approvals.DecisionDeny, fyne.KeyX: approvals.DecisionStop,
-	} {
-		p.win.Canvas().AddShortcut(&desktop.CustomShortcut{KeyName: key, Modifier: fyne.KeyModifierAlt}, func(fyne.Shortcut) {
-			if act := p.actions[d]; act != nil {
-				act()
-			}
-		})
+// start runs the panel with its end of a new socketpair as fd 3 and sends
+// it the current state.
+func (h *panelHost) start() (*panelRun, error) {
+	if _, err := os.Stat(h.path); err != nil {
+		return nil, fmt.Errorf("the panel program is missing (%s): install %s beside codexgate", h.path, PanelName)
 	}
-}
-
-// update shows new cards: the current card stays unless it closed, then the
-// oldest is shown.
-func (p *panel) update(cards []approvals.Card) {
-	p.cards = cards
-	p.list.Refresh()
-	i := slices.IndexFunc(cards, func(c approvals.Card) bool { return c.ID == p.current.ID })
-	switch {
-	case i >= 0 && (cards[i].Revision != p.current.Revision || cards[i].ShownInFull != p.current.ShownInFull):
-		p.render(cards[i])
-	case i >= 0:
-	case len(cards) > 0:
-		p.render(cards[0])
-	default:
-		p.render(approvals.Card{})
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("create the panel's channel: %w", err)
 	}
-	if i := slices.IndexFunc(cards, func(c approvals.Card) bool { return c.ID == p.current.ID }); i >= 0 {
-		p.list.Select(i)
+	mine, theirs := os.NewFile(uintptr(fds[0]), "panel"), os.NewFile(uintptr(fds[1]), "panel")
+	defer theirs.Close()
+	conn, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		return nil, fmt.Errorf("open the panel's channel: %w", err)
 	}
-}
-
-// show puts the card id on screen.
-func (p *panel) show(id string) {
-	if i := slices.IndexFunc(p.cards, func(c approvals.Card) bool { return c.ID == id }); i >= 0 {
-		p.render(p.cards[i])
-		p.list.Select(i)
+	r := &panelRun{
+		conn: conn, w: wire.NewWriter(conn),
+		ready: make(chan struct{}), exited: make(chan struct{}), stderr: &tail{},
+		pushed: map[string]shownRev{}, full: map[string]int{},
 	}
-}
-
-// render shows c: its body, what was left out, its form and its buttons.
-func (p *panel) render(c approvals.Card) {
-	changed := c.ID != p.current.ID || c.Revision != p.current.Revision
-	p.current = c
-	if changed {
-		p.shownAt = time.Now()
-		p.status.SetText("")
+	// The panel stays in codexgate's process group: the orphan reaper
+	// leaves that group's children to their owners.
+	r.cmd = exec.Command(h.path)
+	r.cmd.ExtraFiles = []*os.File{theirs} // fd 3 = wire.FD
+	r.cmd.Stderr = io.MultiWriter(os.Stderr, r.stderr)
+	if err := r.cmd.Start(); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("start the panel %s: %w", h.path, err)
 	}
-	p.form.RemoveAll()
-	p.buttons.RemoveAll()
-	p.allow, p.actions, p.inputs = nil, map[approvals.Decision]func(){}, map[string]func() string{}
-	defer p.win.Content().Refresh() // the bottom's height follows its new contents
-	if c.ID == "" {
-		p.header.SetText("No cards waiting")
-		p.grid.Rows = nil
-		p.grid.Refresh()
-		p.showAll.Hide()
-		return
-	}
-	p.header.SetText(fmt.Sprintf("%s · %s · revision %d", c.ID, c.Kind, c.Revision))
-	p.grid.Rows = gridRows(c.Body, truncationNotice(c))
-	p.grid.Refresh()
-	if c.Truncated {
-		p.showAll.Show()
-	} else {
-		p.showAll.Hide()
-	}
-	p.buildForm(c)
-	for _, d := range c.Decisions {
-		btn := widget.NewButton(buttonLabel(c, d), nil)
-		act := func() { p.answer(c, d) }
-		btn.OnTapped = act
-		p.actions[d] = func() {
-			if !btn.Disabled() {
-				act()
-			}
-		}
-		if d.Allows() {
-			btn.Importance = widget.HighImportance
-			p.allow = append(p.allow, btn)
-		} else {
-			btn.Importance = widget.DangerImportance
-		}
-		p.buttons.Add(btn)
-	}
-	p.holdAllow()
-}
-
-// holdAllow disables the buttons that let something happen until the card
-// is settled and, if truncated, shown in full.
-func (p *panel) holdAllow() {
-	c := p.current
-	wait := time.Until(p.shownAt.Add(p.u.opts.SettleDelay))
-	blocked := c.Truncated && !c.ShownInFull
-	for _, b := range p.allow {
-		if blocked || wait > 0 {
-			b.Disable()
-		} else {
-			b.Enable()
-		}
-	}
-	if blocked {
-		p.status.SetText("This card is too long to show here. Use Show all to see every byte before allowing it.")
-	}
-	if wait > 0 && !blocked {
-		id, rev := c.ID, c.Revision
-		time.AfterFunc(wait, func() {
-			fyne.Do(func() {
-				if p.current.ID == id && p.current.Revision == rev {
-					p.holdAllow()
-				}
-			})
-		})
-	}
-}
-
-func truncationNotice(c approvals.Card) string {
-	if !c.Truncated {
-		return ""
-	}
-	return fmt.Sprintf("… %d more bytes are not shown here: use Show all.", max(c.FullBytes-len(c.Body), 0))
-}
-
-// buttonLabel names a decision: what it does, and what it grants.
-func buttonLabel(c approvals.Card, d approvals.Decision) string { return c.DecisionLabel(d) }
-
-// buildForm adds the inputs of a question or elicitation card.
-func (p *panel) buildForm(c approvals.Card) {
-	for _, f := range c.Fields {
-		var input fyne.CanvasObject
-		var value func() string
-		switch {
-		case f.Type == "boolean":
-			check := widget.NewCheck("", nil)
-			input, value = check, func() string { return fmt.Sprint(check.Checked) }
-		case len(f.Options) > 0 && f.Other:
-			sel := widget.NewSelectEntry(f.Options)
-			input, value = sel, func() string { return sel.Text }
-		case len(f.Options) > 0:
-			sel := widget.NewSelect(f.Options, nil)
-			input, value = sel, func() string { return sel.Selected }
-		case f.Secret:
-			e := widget.NewPasswordEntry()
-			input, value = e, func() string { return e.Text }
-		default:
-			e := widget.NewEntry()
-			input, value = e, func() string { return e.Text }
-		}
-		p.inputs[f.Name] = value
-		label := f.Label
-		if f.Required {
-			label += " *"
-		}
-		p.form.Add(widget.NewForm(widget.NewFormItem(approvals.FirstLine(label, labelBytes), input)))
-	}
-}
-
-// answer sends d for the revision of c that is on screen.
-func (p *panel) answer(c approvals.Card, d approvals.Decision) {
-	if c.ID != p.current.ID || c.Revision != p.current.Revision {
-		p.status.SetText("The card changed before the click; nothing was sent. Look at it again.")
-		return
-	}
-	values := map[string]string{}
-	for name, v := range p.inputs {
-		if s := v(); s != "" {
-			values[name] = s
-		}
-	}
-	a := approvals.Answer{Card: c.ID, Decision: d, Revision: c.Revision, By: approvals.ByPanel, Values: values}
 	go func() {
-		sent, err := p.u.b.Answer(a)
-		fyne.Do(func() {
-			if err != nil {
-				p.status.SetText("Not sent: " + err.Error())
-				return
-			}
-			p.status.SetText(fmt.Sprintf("Sent %s to %s.", sent.Decision, sent.Card.ID))
-			p.u.Changed()
-		})
+		r.cmd.Wait()
+		close(r.exited)
 	}()
+	h.mu.Lock()
+	h.run = r
+	h.mu.Unlock()
+	go h.serve(r)
+	r.push(h.u.snapshot())
+	return r, nil
 }
 
-// openFull shows every byte of the current card in its own scrollable
-// view, and records that it was shown, which lets it be allowed.
-func (p *panel) openFull() {
-	c := p.current
-	full, card, err := p.u.b.Full(c.ID)
-	if err != nil || card.Revision != c.Revision {
-		p.status.SetText("The card changed or closed; nothing to show.")
-		return
+// push sends s to the running panel, if any.
+func (h *panelHost) push(s snapshot) {
+	h.mu.Lock()
+	r := h.run
+	h.mu.Unlock()
+	if r != nil {
+		r.push(s)
 	}
-	w := p.u.app.NewWindow(fmt.Sprintf("%s · revision %d · all %d bytes", c.ID, c.Revision, len(full)))
-	grid := widget.NewTextGrid()
-	grid.Rows = gridRows(full, "")
-	grid.Scroll = fyne.ScrollNone
-	w.SetContent(container.NewScroll(grid))
-	w.Resize(fyne.NewSize(980, 700))
-	w.Show()
-	if err := p.u.b.MarkShownInFull(c.ID, c.Revision, approvals.ByPanel); err != nil {
-		p.status.SetText(err.Error())
-		return
+}
+
+// close ends the panel: its channel closes, so it quits; it is killed if
+// it has not after the grace period.
+func (h *panelHost) close() {
+	h.mu.Lock()
+	r := h.run
+	h.mu.Unlock()
+	if r != nil {
+		r.stop()
 	}
-	p.u.Changed()
+}
+
+// serve answers the panel's requests until the channel closes, then waits
+// for the process.
+func (h *panelHost) serve(r *panelRun) {
+	rd := wire.NewReader(r.conn, wire.MaxRequest)
+	for {
+		var req wire.Request
+		if err := rd.Read(&req); err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				h.u.opts.Log.Warn("panel channel", "err", err)
+			}
+			break
+		}
+		r.requests.Add(1)
+		go func() {
+			defer r.requests.Done()
+			reply := h.handle(r, req)
+			reply.ID = req.ID
+			r.send(wire.Update{Reply: &reply})
+		}()
+	}
+	r.stop()
+	r.requests.Wait()
+	h.mu.Lock()
+	if h.run == r {
+		h.run = nil
+	}
+	h.mu.Unlock()
+	h.u.opts.Log.Info("panel closed", "pid", r.cmd.Process.Pid)
+}
+
+// errNotShown refuses an answer for a revision the panel was never sent.
+var errNotShown = errors.New("this revision of the card was not shown in the panel")
+
+// handle serves one request. Nothing in it is taken on trust: the card and
+// revision must be named and must be what was pushed to this panel, an
+// allow must come after the settle delay, and a card is marked shown in full
+// only at a revision whose whole text was sent here.
+func (h *panelHost) handle(r *panelRun, req wire.Request) wire.Reply {
+	b := h.u.b
+	fail := func(err error) wire.Reply { return wire.Reply{Error: err.Error()} }
+	switch req.Op {
+	case wire.OpReady:
+		r.readyOnce.Do(func() { close(r.ready) })
+		return wire.Reply{}
+	case wire.OpAnswer:
+		d, err := approvals.ParseDecision(req.Decision)
+		if err != nil {
+			return fail(err)
+		}
+		if req.Card == "" || req.Revision < 1 {
+			return fail(errors.New("an answer from the panel must name the card and the revision it shows"))
+		}
+		at, ok := r.shown(req.Card, req.Revision)
+		if !ok {
+			return fail(errNotShown)
+		}
+		if d.Allows() && time.Since(at) < time.Duration(h.u.settle.Load()) {
+			return fail(approvals.ErrTooSoon)
+		}
+		sent, err := b.Answer(approvals.Answer{Card: req.Card, Decision: d, Revision: req.Revision, By: approvals.ByPanel, Values: req.Values})
+		if err != nil {
+			return fail(err)
+		}
+		h.u.opts.Log.Info("answered in the panel", "card", sent.Card.ID, "decision", sent.Decision)
+		return wire.Reply{Text: fmt.Sprintf("Sent %s to %s.", sent.Decision, sent.Card.ID)}
+	case wire.OpFull:
+		if _, ok := r.shown(req.Card, req.Revision); !ok {
+			return fail(errNotShown)
+		}
+		text, card, err := b.Full(req.Card)
+		if err != nil {
+			return fail(err)
+		}
+		if card.Revision != req.Revision {
+			return fail(approvals.ErrStale)
+		}
+		r.mu.Lock()
+		r.full[card.ID] = card.Revision
+		r.mu.Unlock()
+		return wire.Reply{Text: text, Card: &card}
+	case wire.OpShown:
+		// The whole text is on screen when the card was sent whole, or its
+		// full text was sent after Show all.
+		r.mu.Lock()
+		full, ok := r.full[req.Card]
+		pushed := r.pushed[req.Card]
+		r.mu.Unlock()
+		whole := ok && full == req.Revision || pushed.whole && pushed.revision == req.Revision
+		if !whole || req.Revision < 1 {
+			return fail(errors.New("the whole text of this revision was not sent to the panel"))
+		}
+		if err := b.MarkShownInFull(req.Card, req.Revision, approvals.ByPanel); err != nil {
+			return fail(err)
+		}
+		h.u.Changed()
+		return wire.Reply{}
+	case wire.OpTask:
+		if req.Worker == "" || strings.TrimSpace(req.Prompt) == "" {
+			return fail(errors.New("a task needs a worker and a prompt"))
+		}
+		turn, err := b.StartTask(h.u.ctx, req.Worker, req.Prompt)
+		if err != nil {
+			return fail(err)
+		}
+		h.u.opts.Log.Info("task started from the panel", "worker", req.Worker, "turn", turn)
+		return wire.Reply{Text: turn}
+	case wire.OpPause, wire.OpResume, wire.OpRestart:
+		op := map[string]func(string) error{wire.OpPause: b.Pause, wire.OpResume: b.Resume, wire.OpRestart: b.Restart}[req.Op]
+		if err := h.u.workerAction(req.Op, req.Worker, op); err != nil {
+			return fail(err)
+		}
+		return wire.Reply{}
+	}
+	return fail(fmt.Errorf("unknown request %q", req.Op))
+}
+
+// shown is when the card's revision was first sent to this panel.
+func (r *panelRun) shown(card string, revision int) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.pushed[card]
+	return s.at, ok && s.revision == revision && revision >= 1
+}
+
+// push sends the state, recording which revision of each card was sent.
+func (r *panelRun) push(s snapshot) {
+	now := time.Now()
+	r.mu.Lock()
+	seen := make(map[string]shownRev, len(s.cards))
+	for _, c := range s.cards {
+		if old, ok := r.pushed[c.ID]; ok && old.revision == c.Revision {
+			seen[c.ID] = old
+		} else {
+			seen[c.ID] = shownRev{c.Revision, now, !c.Truncated}
+		}
+	}
+	r.pushed = seen
+	r.mu.Unlock()
+	st := s.state()
+	r.send(wire.Update{State: &st})
+}
+
+// send writes one update; a panel that cannot take it is ended.
+func (r *panelRun) send(u wire.Update) error {
+	r.conn.SetWriteDeadline(time.Now().Add(panelWrite))
+	if err := r.w.Write(u); err != nil {
+		r.stop()
+		return err
+	}
+	return nil
+}
+
+// stop closes the channel, which ends the panel, and kills it if it is
+// still there after the grace period. It can be called more than once.
+func (r *panelRun) stop() {
+	r.conn.Close()
+	select {
+	case <-r.exited:
+	case <-time.After(panelGrace):
+		r.cmd.Process.Kill()
+		<-r.exited
+	}
+}
+
+// tail keeps the last bytes the panel wrote to stderr, to say why it failed.
+type tail struct {
+	mu  sync.Mutex // protects buf
+	buf []byte
+}
+
+const tailBytes = 2048
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > tailBytes {
+		t.buf = t.buf[len(t.buf)-tailBytes:]
+	}
+	return len(p), nil
+}
+
+// last is the last line written, or a note that there was none.
+func (t *tail) last() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := strings.Split(strings.TrimSpace(string(t.buf)), "\n")
+	if l := lines[len(lines)-1]; l != "" {
+		return approvals.Escape(l, false)
+	}
+	return "it said nothing"
 }

@@ -1,98 +1,158 @@
 package ui
 
 import (
-	"context"
+	"bytes"
 	"fmt"
 
-	"fyne.io/fyne/v2"
-	"fyne.io/fyne/v2/driver/desktop"
-	"fyne.io/fyne/v2/widget"
+	"fyne.io/systray"
 	"github.com/godbus/dbus/v5"
 
 	"codexgate/approvals"
 	"codexgate/assets"
 	"codexgate/supervisor"
+	"codexgate/ui/panel/wire"
 )
 
-var (
-	iconIdle    = fyne.NewStaticResource("tray-idle.png", assets.TrayIdle)
-	iconWorking = fyne.NewStaticResource("tray-working.png", assets.TrayWorking)
-	iconWaiting = fyne.NewStaticResource("tray-waiting.png", assets.TrayWaiting)
-	// AppIcon is the icon of the app and its windows.
-	AppIcon = fyne.NewStaticResource("Icon.png", assets.AppIcon)
-)
+// item is one entry of the tray menu, built from a snapshot and then put
+// on the bus; a zero item is a separator.
+type item struct {
+	label    string
+	disabled bool
+	action   func()
+	sub      []item
+}
 
-// tray is the menu-bar icon and menu. It belongs to Fyne's goroutine.
+func (i item) separator() bool { return i.label == "" }
+
+// tray is the StatusNotifierItem icon and its D-Bus menu (fyne.io/systray,
+// without Fyne: the long-lived process needs no GL). It is used by Run's
+// goroutine only; each menu item has a goroutine that waits for its clicks
+// and ends when the item is removed.
 type tray struct {
 	u    *UI
-	desk desktop.App // nil without a tray
-	icon fyne.Resource
+	quit func()
+	end  func() // nil when not started
+	icon []byte
 }
 
-func newTray(u *UI) *tray {
-	t := &tray{u: u}
-	desk, ok := u.app.(desktop.App)
-	if !ok {
-		return t
+func (t *tray) start(quit func()) {
+	t.quit = quit
+	bus, host := trayHost()
+	if !host {
+		t.u.opts.Log.Warn("no system tray host (StatusNotifierWatcher) on the session bus: use the panel (codexgate panel) and the hotkeys")
+		t.u.say("Codexgate has no tray here", "No system tray was found. Open the panel with `codexgate panel`; the hotkeys still work.")
 	}
-	t.desk = desk
-	if !trayHostAvailable() {
-		u.opts.Log.Warn("no system tray host (StatusNotifierWatcher) on the session bus: use the panel (codexgate panel) and the hotkeys")
-		u.say("Codexgate has no tray here", "No system tray was found. Open the panel with `codexgate panel`; the hotkeys still work.")
+	if !bus {
+		return // systray cannot even start, and would fail to stop
 	}
-	desk.SetSystemTrayIcon(iconIdle)
-	desk.SetSystemTrayMenu(t.menu(snapshot{}))
-	return t
+	start, end := systray.RunWithExternalLoop(nil, nil)
+	start()
+	t.end = end
+	systray.SetTitle("Codexgate")
+	systray.SetTooltip("Codexgate")
 }
 
-// trayHostAvailable reports whether a StatusNotifierItem host is there to
-// show the icon.
-func trayHostAvailable() bool {
+func (t *tray) stop() {
+	if t.end == nil {
+		return
+	}
+	systray.ResetMenu() // ends the items' goroutines
+	t.end()
+	t.end = nil
+}
+
+// trayHost reports whether there is a session bus, and a
+// StatusNotifierItem host on it to show the icon.
+func trayHost() (bus, host bool) {
 	conn, err := dbus.ConnectSessionBus()
 	if err != nil {
-		return false
+		return false, false
 	}
 	defer conn.Close()
-	var has bool
-	err = conn.BusObject().Call("org.freedesktop.DBus.NameHasOwner", 0, "org.kde.StatusNotifierWatcher").Store(&has)
-	return err == nil && has
+	err = conn.BusObject().Call("org.freedesktop.DBus.NameHasOwner", 0, "org.kde.StatusNotifierWatcher").Store(&host)
+	return true, err == nil && host
+}
+
+// trayIcon is the icon of s: waiting when a card is open, working while a
+// worker works, idle otherwise.
+func trayIcon(s snapshot) []byte {
+	if len(s.cards) > 0 {
+		return assets.TrayWaiting
+	}
+	for _, w := range s.workers {
+		if w.State == supervisor.StateWorking || w.State == supervisor.StateWaiting {
+			return assets.TrayWorking
+		}
+	}
+	return assets.TrayIdle
 }
 
 func (t *tray) update(s snapshot) {
-	if t.desk == nil {
+	if t.end == nil {
 		return
 	}
-	icon := iconIdle
-	for _, w := range s.workers {
-		if w.State == supervisor.StateWorking || w.State == supervisor.StateWaiting {
-			icon = iconWorking
-		}
-	}
-	if len(s.cards) > 0 {
-		icon = iconWaiting
-	}
-	if icon != t.icon {
-		t.desk.SetSystemTrayIcon(icon)
+	if icon := trayIcon(s); !bytes.Equal(icon, t.icon) {
+		systray.SetIcon(icon)
 		t.icon = icon
 	}
-	t.desk.SetSystemTrayMenu(t.menu(s))
+	systray.ResetMenu()
+	for _, i := range t.menu(s) {
+		add(i, nil)
+	}
 }
 
-// menu is the tray menu of s. Fyne adds Quit itself.
-func (t *tray) menu(s snapshot) *fyne.Menu {
-	header := fyne.NewMenuItem(cardCount(len(s.cards)), nil)
-	header.Disabled = true
-	items := []*fyne.MenuItem{header}
+// add puts i on the bus, under parent (nil: the top level).
+func add(i item, parent *systray.MenuItem) {
+	if i.separator() {
+		if parent != nil {
+			parent.AddSeparator()
+		} else {
+			systray.AddSeparator()
+		}
+		return
+	}
+	var m *systray.MenuItem
+	if parent != nil {
+		m = parent.AddSubMenuItem(i.label, "")
+	} else {
+		m = systray.AddMenuItem(i.label, "")
+	}
+	if i.disabled {
+		m.Disable()
+	}
+	for _, s := range i.sub {
+		add(s, m)
+	}
+	if i.action != nil {
+		go func() {
+			for range m.ClickedCh {
+				i.action()
+			}
+		}()
+	}
+}
+
+// menu is the tray menu of s.
+func (t *tray) menu(s snapshot) []item {
+	u := t.u
+	var items []item
+	if s.panelFailure != "" {
+		items = append(items, item{label: "Panel unavailable: " + approvals.FirstLine(s.panelFailure, labelBytes), disabled: true})
+	}
+	items = append(items, item{label: cardCount(len(s.cards)), disabled: true})
 	for _, c := range s.cards {
 		id := c.ID
-		items = append(items, fyne.NewMenuItem(CardLabel(c), func() { t.u.ShowPanel(id) }))
+		items = append(items, item{label: wire.CardLabel(c), action: func() { u.OpenPanel(id) }})
 	}
-	items = append(items, fyne.NewMenuItemSeparator())
+	items = append(items, item{})
 	for _, w := range s.workers {
 		items = append(items, t.workerItem(w))
 	}
-	items = append(items, fyne.NewMenuItemSeparator(), fyne.NewMenuItem("Open panel", func() { t.u.ShowPanel("") }))
-	return fyne.NewMenu("Codexgate", items...)
+	return append(items, item{},
+		item{label: "Open panel", action: func() { u.OpenPanel("") }},
+		item{},
+		item{label: "Quit", action: t.quit},
+	)
 }
 
 func cardCount(n int) string {
@@ -105,77 +165,26 @@ func cardCount(n int) string {
 	return fmt.Sprintf("%d cards waiting", n)
 }
 
-// CardLabel is a card in one short escaped line: worker, kind, and the first
-// line of the command or the file names.
-func CardLabel(c approvals.Card) string {
-	return c.Worker + " · " + string(c.Kind) + ": " + c.Summary(labelBytes)
-}
-
-func (t *tray) workerItem(w supervisor.Status) *fyne.MenuItem {
-	state := fyne.NewMenuItem("State: "+string(w.State), nil)
-	state.Disabled = true
-	items := []*fyne.MenuItem{state}
+func (t *tray) workerItem(w supervisor.Status) item {
+	u := t.u
+	items := []item{{label: "State: " + string(w.State), disabled: true}}
 	if w.LastError != "" {
-		last := fyne.NewMenuItem("Last error: "+approvals.FirstLine(approvals.Escape(w.LastError, false), labelBytes), nil)
-		last.Disabled = true
-		items = append(items, last)
+		items = append(items, item{label: "Last error: " + approvals.FirstLine(approvals.Escape(w.LastError, false), labelBytes), disabled: true})
 	}
 	name := w.Name
-	items = append(items, fyne.NewMenuItem("New task…", func() { t.u.newTask(name) }))
-	if w.State == supervisor.StatePaused {
-		items = append(items, fyne.NewMenuItem("Resume", func() { t.u.workerAction("resume", name, t.u.b.Resume) }))
-	} else {
-		items = append(items, fyne.NewMenuItem("Pause", func() { t.u.workerAction("pause", name, t.u.b.Pause) }))
+	items = append(items, item{label: "New task…", action: func() { u.panel.open(wire.Show{Task: name}) }})
+	act := func(what string, op func(string) error) func() {
+		return func() {
+			if err := u.workerAction(what, name, op); err != nil {
+				u.say("Cannot "+what+" "+name, err.Error())
+			}
+		}
 	}
-	items = append(items, fyne.NewMenuItem("Restart", func() { t.u.workerAction("restart", name, t.u.b.Restart) }))
-	item := fyne.NewMenuItem(w.Name+" — "+string(w.State), nil)
-	item.ChildMenu = fyne.NewMenu(w.Name, items...)
-	return item
-}
-
-func (u *UI) workerAction(what, worker string, act func(string) error) {
-	go func() {
-		if err := act(worker); err != nil {
-			u.opts.Log.Warn(what+" worker", "worker", worker, "err", err)
-			u.say("Cannot "+what+" "+worker, err.Error())
-		}
-		u.Changed()
-	}()
-}
-
-// newTask asks for a prompt and starts a turn with it.
-func (u *UI) newTask(worker string) {
-	w := u.app.NewWindow("New task for " + worker)
-	w.SetIcon(AppIcon)
-	prompt := widget.NewMultiLineEntry()
-	prompt.SetPlaceHolder("What should " + worker + " do?")
-	status := widget.NewLabel("")
-	var start *widget.Button
-	start = widget.NewButton("Start", func() {
-		text := prompt.Text
-		if text == "" {
-			status.SetText("Write a task first.")
-			return
-		}
-		start.Disable()
-		go func() {
-			turn, err := u.b.StartTask(context.Background(), worker, text)
-			fyne.Do(func() {
-				if err != nil {
-					status.SetText(err.Error())
-					start.Enable()
-					return
-				}
-				u.opts.Log.Info("task started", "worker", worker, "turn", turn)
-				w.Close()
-			})
-		}()
-	})
-	w.SetContent(widget.NewForm(
-		widget.NewFormItem("Task", prompt),
-		widget.NewFormItem("", start),
-		widget.NewFormItem("", status),
-	))
-	w.Resize(fyne.NewSize(480, 220))
-	w.Show()
+	if w.State == supervisor.StatePaused {
+		items = append(items, item{label: "Resume", action: act("resume", u.b.Resume)})
+	} else {
+		items = append(items, item{label: "Pause", action: act("pause", u.b.Pause)})
+	}
+	items = append(items, item{label: "Restart", action: act("restart", u.b.Restart)})
+	return item{label: w.Name + " — " + string(w.State), sub: items}
 }

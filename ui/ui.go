@@ -1,24 +1,26 @@
-// Package ui is what a person sees and touches: the tray icon and menu, the
-// capped <pre>-style panel, one notification per card and the global
-// hotkeys. It renders what approvals gives it and sends answers back; it
-// decides nothing itself.
+// Package ui is what a person sees and touches in the long-lived process:
+// the tray icon and menu, one notification per card, the global hotkeys,
+// and the panel, which is a process of its own (cmd/codexgate-panel, see
+// ui/panel) started on demand. It renders what approvals gives it and sends
+// answers back; it decides nothing itself. It links no Fyne and no OpenGL:
+// nothing here wakes while nothing happens.
 //
-// Fyne widgets belong to Fyne's goroutine: everything that touches them runs
-// inside fyne.Do. Run is the one goroutine that snapshots the state and
-// posts it there, at most every refreshGap.
+// Run is the one goroutine that snapshots the state, after a change was
+// pushed (cards from approvals, worker statuses from the supervisor), and
+// shows it in the tray and the panel, at most every refreshGap.
 package ui
 
 import (
 	"context"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
-
-	"fyne.io/fyne/v2"
 
 	"codexgate/approvals"
 	"codexgate/supervisor"
 	"codexgate/ui/notify"
+	"codexgate/ui/panel/wire"
 )
 
 // Backend is what the UI asks of the rest of the app.
@@ -45,11 +47,12 @@ type Options struct {
 	Notifier    *notify.Notifier
 	Hotkeys     Hotkeys
 	Log         *slog.Logger
+	// Panel is the panel binary; "" for codexgate-panel beside this one.
+	Panel string
 }
 
 const (
 	refreshGap  = 50 * time.Millisecond
-	statusPoll  = time.Second
 	labelBytes  = 80
 	hotkeyAllow = "allow"
 	hotkeyDeny  = "deny"
@@ -57,24 +60,28 @@ const (
 
 // UI is the desktop front of Codexgate.
 type UI struct {
-	app  fyne.App
-	b    Backend
-	opts Options
+	ctx    context.Context // the app's lifetime
+	b      Backend
+	opts   Options
+	settle atomic.Int64 // the settle delay, in nanoseconds
 
 	changed chan struct{} // 1-buffered: the state changed, redraw
-
-	// Owned by Fyne's goroutine.
-	tray  *tray
-	panel *panel
+	tray    *tray
+	panel   *panelHost
 }
 
-// New builds the UI on app; Run makes it live.
-func New(app fyne.App, b Backend, opts Options) *UI {
+// New builds the UI of an app that lives until ctx ends; Run makes it live.
+func New(ctx context.Context, b Backend, opts Options) *UI {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	u := &UI{app: app, b: b, opts: opts, changed: make(chan struct{}, 1)}
-	u.tray = newTray(u)
+	if opts.Panel == "" {
+		opts.Panel = PanelPath()
+	}
+	u := &UI{ctx: ctx, b: b, opts: opts, changed: make(chan struct{}, 1)}
+	u.settle.Store(int64(opts.SettleDelay))
+	u.tray = &tray{u: u}
+	u.panel = &panelHost{u: u, path: opts.Panel}
 	return u
 }
 
@@ -94,33 +101,60 @@ func (u *UI) OnCardChange(ch approvals.Change) {
 	u.Changed()
 }
 
+// OnStatus is the supervisor's OnStatus hook.
+func (u *UI) OnStatus(supervisor.Status) { u.Changed() }
+
 // snapshot is the state one redraw shows.
 type snapshot struct {
 	cards   []approvals.Card
 	workers []supervisor.Status
+	settle  time.Duration
+	// panelFailure says why the panel could not start; "" when it could.
+	panelFailure string
 }
 
-// Run redraws on changes, and polls worker states, until ctx ends.
-func (u *UI) Run(ctx context.Context) {
-	poll := time.NewTicker(statusPoll)
-	defer poll.Stop()
+func (s snapshot) equal(o snapshot) bool {
+	return slices.EqualFunc(s.cards, o.cards, func(a, b approvals.Card) bool {
+		return a.ID == b.ID && a.Revision == b.Revision && a.ShownInFull == b.ShownInFull
+	}) && slices.Equal(s.workers, o.workers) && s.settle == o.settle && s.panelFailure == o.panelFailure
+}
+
+func (s snapshot) state() wire.State {
+	return wire.State{Cards: s.cards, Workers: s.workers, SettleDelay: s.settle}
+}
+
+func (u *UI) snapshot() snapshot {
+	return snapshot{
+		cards: u.b.Cards(), workers: u.b.Workers(),
+		settle: time.Duration(u.settle.Load()), panelFailure: u.panel.failure(),
+	}
+}
+
+// Run shows the tray, and redraws it and the panel after each change, until
+// ctx ends; the tray's Quit calls quit. Then it closes the panel.
+func (u *UI) Run(ctx context.Context, quit func()) {
+	u.tray.start(quit)
+	defer u.tray.stop()
+	defer u.panel.close()
+	u.Changed()
 	var last snapshot
+	first := true
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-u.changed:
-		case <-poll.C:
 		}
-		s := snapshot{cards: u.b.Cards(), workers: u.b.Workers()}
+		s := u.snapshot()
 		if u.opts.Hotkeys != nil {
 			u.opts.Hotkeys.Want(len(s.cards) > 0)
 		}
-		if s.equal(last) {
+		if !first && s.equal(last) {
 			continue
 		}
-		last = s
-		fyne.Do(func() { u.apply(s) })
+		first, last = false, s
+		u.tray.update(s)
+		u.panel.push(s)
 		select { // coalesce bursts
 		case <-ctx.Done():
 			return
@@ -129,39 +163,18 @@ func (u *UI) Run(ctx context.Context) {
 	}
 }
 
-func (s snapshot) equal(o snapshot) bool {
-	return slices.EqualFunc(s.cards, o.cards, func(a, b approvals.Card) bool {
-		return a.ID == b.ID && a.Revision == b.Revision && a.ShownInFull == b.ShownInFull
-	}) && slices.Equal(s.workers, o.workers)
-}
-
-// apply shows s; it runs on Fyne's goroutine.
-func (u *UI) apply(s snapshot) {
-	u.tray.update(s)
-	if u.panel != nil {
-		u.panel.update(s.cards)
-	}
-}
-
 // SetSettleDelay changes how long a card shown in the panel waits before it
 // can be allowed.
 func (u *UI) SetSettleDelay(d time.Duration) {
-	fyne.Do(func() { u.opts.SettleDelay = d })
+	u.settle.Store(int64(d))
+	u.Changed()
 }
 
-// ShowPanel opens the panel at a card ("": the oldest).
-func (u *UI) ShowPanel(cardID string) {
-	fyne.Do(func() {
-		if u.panel == nil {
-			u.panel = newPanel(u)
-		}
-		u.panel.update(u.b.Cards())
-		if cardID != "" {
-			u.panel.show(cardID)
-		}
-		u.panel.win.Show()
-		u.panel.win.RequestFocus()
-	})
+// OpenPanel starts the panel, or brings it to the front, at a card ("":
+// where it is). It returns once the panel has painted its window, or why it
+// could not; a failure is also shown in the tray and a notification.
+func (u *UI) OpenPanel(cardID string) error {
+	return u.panel.open(wire.Show{Card: cardID})
 }
 
 // Hotkey answers the oldest card for a pressed global hotkey. A refused
@@ -194,4 +207,13 @@ func (u *UI) say(title, body string) {
 	if u.opts.Notifier != nil {
 		u.opts.Notifier.Say(title, body)
 	}
+}
+
+func (u *UI) workerAction(what, worker string, act func(string) error) error {
+	if err := act(worker); err != nil {
+		u.opts.Log.Warn(what+" worker", "worker", worker, "err", err)
+		return err
+	}
+	u.Changed()
+	return nil
 }

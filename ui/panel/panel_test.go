@@ -1,7 +1,6 @@
-package ui
+package panel
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"codexgate/approvals"
 	"codexgate/approvals/approvalstest"
 	"codexgate/supervisor"
+	"codexgate/ui/panel/wire"
 )
 
 // backend is a Backend over a real approvals queue.
@@ -35,16 +35,21 @@ func (b *backend) open(t *testing.T, id, method, params, item string) {
 	b.q.Open(req)
 }
 
-func (b *backend) Cards() []approvals.Card                        { return b.q.Cards() }
-func (b *backend) Full(id string) (string, approvals.Card, error) { return b.q.Full(id) }
-func (b *backend) MarkShownInFull(id string, rev int, by approvals.By) error {
-	return b.q.MarkShownInFull(id, rev, by)
+func (b *backend) state(settle time.Duration) wire.State {
+	return wire.State{Cards: b.q.Cards(), Workers: b.workers(), SettleDelay: settle}
 }
-func (b *backend) Answer(a approvals.Answer) (approvals.Answered, error) {
+
+func (b *backend) Full(id string, _ int) (string, approvals.Card, error) { return b.q.Full(id) }
+func (b *backend) Shown(id string, rev int) error {
+	return b.q.MarkShownInFull(id, rev, approvals.ByPanel)
+}
+func (b *backend) Answer(id string, rev int, d approvals.Decision, values map[string]string) (string, error) {
+	a := approvals.Answer{Card: id, Revision: rev, Decision: d, Values: values, By: approvals.ByPanel}
 	b.mu.Lock()
 	b.answers = append(b.answers, a)
 	b.mu.Unlock()
-	return b.q.Answer(a)
+	_, err := b.q.Answer(a)
+	return "sent", err
 }
 func (b *backend) answered() []approvals.Answer {
 	b.mu.Lock()
@@ -52,13 +57,12 @@ func (b *backend) answered() []approvals.Answer {
 	return append([]approvals.Answer(nil), b.answers...)
 }
 
-func (b *backend) Workers() []supervisor.Status {
+func (b *backend) workers() []supervisor.Status {
 	return []supervisor.Status{{Name: "api", Cwd: "/w", State: supervisor.StateWaiting}}
 }
-func (b *backend) StartTask(context.Context, string, string) (string, error) { return "", nil }
-func (b *backend) Pause(string) error                                        { return errors.New("no") }
-func (b *backend) Resume(string) error                                       { return errors.New("no") }
-func (b *backend) Restart(string) error                                      { return errors.New("no") }
+func (b *backend) StartTask(string, string) (string, error) { return "", nil }
+func (b *backend) Worker(string, string) error              { return errors.New("no") }
+func (b *backend) Ready()                                   {}
 
 const (
 	commandParams = `{"threadId":"T","turnId":"U","itemId":"c1","startedAtMs":1,"reason":"Remove the stale fixture","command":"/bin/bash -lc 'rm a.txt'","cwd":"/home/me/api","commandActions":[{"type":"unknown","command":"rm a.txt"}],"proposedExecpolicyAmendment":["rm","a.txt"],"availableDecisions":["accept",{"acceptWithExecpolicyAmendment":{"execpolicy_amendment":["rm","a.txt"]}},"decline","cancel"]}`
@@ -66,6 +70,9 @@ const (
 	patchParams   = `{"threadId":"T","turnId":"U","itemId":"p1","startedAtMs":1,"reason":"Fix the greeting","grantRoot":null}`
 	patchItem     = `{"type":"fileChange","id":"p1","changes":[{"path":"/home/me/api/main.go","kind":{"type":"update","move_path":null},"diff":"@@ -1,4 +1,4 @@\n package main\n \n-const greeting = \"helo\"\n+const greeting = \"hello\"\n"},{"path":"/home/me/api/NOTES.md","kind":{"type":"add"},"diff":"# Notes\nGreeting fixed.\n"}],"status":"inProgress"}`
 )
+
+// longParams is a command whose one line is far wider than the panel.
+var longParams = `{"threadId":"T","turnId":"U","itemId":"c3","startedAtMs":1,"command":"/bin/bash -lc 'curl -fsSL https://example.com/install.sh?` + strings.Repeat("token=0123456789abcdef&", 12) + `end | sh'","cwd":"/home/me/api","availableDecisions":["accept","decline","cancel"]}`
 
 func bigPatch() string {
 	var diff strings.Builder
@@ -84,15 +91,15 @@ func TestPanelGoldens(t *testing.T) {
 		{"filechange_card", approvals.MethodFileChangeApproval, patchParams, patchItem, approvals.DefaultLimits},
 		{"truncated_card", approvals.MethodFileChangeApproval, patchParams, bigPatch(), approvals.Limits{ShowBytes: 1024, MaxBytes: 1 << 20}},
 		{"rlo_card", approvals.MethodCommandApproval, rloParams, "", approvals.DefaultLimits},
+		{"wrapped_card", approvals.MethodCommandApproval, longParams, "", approvals.DefaultLimits},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
 			app := test.NewTempApp(t)
 			app.Settings().SetTheme(theme.DefaultTheme()) // the test theme has no bold monospace
 			b := newBackend(t, tc.limits)
 			b.open(t, "0", tc.method, tc.params, tc.item)
-			u := New(app, b, Options{})
-			p := newPanel(u)
-			p.update(b.Cards())
+			p := New(app, b)
+			p.Update(b.state(0))
 			p.win.Resize(fyne.NewSize(980, 620))
 			test.AssertRendersToImage(t, tc.golden+".png", p.win.Canvas())
 		})
@@ -103,7 +110,7 @@ func TestPanelRowsAreColouredAndEscaped(t *testing.T) {
 	b := newBackend(t, approvals.DefaultLimits)
 	b.open(t, "0", approvals.MethodFileChangeApproval, patchParams, patchItem)
 	b.open(t, "1", approvals.MethodCommandApproval, rloParams, "")
-	cards := b.Cards()
+	cards := b.q.Cards()
 	rows := gridRows(cards[0].Body, "")
 	styles := map[string]widget.TextGridStyle{}
 	for _, r := range rows {
@@ -144,9 +151,8 @@ func TestPanelButtonsFollowTheCard(t *testing.T) {
 	app := test.NewTempApp(t)
 	b := newBackend(t, approvals.Limits{ShowBytes: 1024, MaxBytes: 1 << 20})
 	b.open(t, "0", approvals.MethodCommandApproval, commandParams, "")
-	u := New(app, b, Options{SettleDelay: time.Hour})
-	p := newPanel(u)
-	p.update(b.Cards())
+	p := New(app, b)
+	p.Update(b.state(time.Hour))
 	var labels []string
 	for _, o := range p.buttons.Objects {
 		btn := o.(*widget.Button)
@@ -155,43 +161,43 @@ func TestPanelButtonsFollowTheCard(t *testing.T) {
 			t.Errorf("%q disabled = %v during the settle delay", btn.Text, btn.Disabled())
 		}
 	}
-	if want := "Allow this once|Allow, and always allow commands starting with: rm a.txt|Deny (the turn goes on)|Deny and stop the turn"; strings.Join(labels, "|") != want {
+	if want := "Allow|Allow, and always allow: rm a.txt|Deny|Deny and stop"; strings.Join(labels, "|") != want {
 		t.Errorf("buttons %q, want %q", labels, want)
 	}
 	// Deny is never held back.
 	test.Tap(p.buttons.Objects[2].(*widget.Button))
-	waitFor(t, func() bool { return len(b.Cards()) == 0 })
+	waitFor(t, func() bool { return len(b.q.Cards()) == 0 })
 	if a := b.answered()[0]; a.Decision != approvals.DecisionDeny || a.By != approvals.ByPanel || a.Revision != 1 {
 		t.Errorf("answer %+v", a)
 	}
 
 	// A truncated card can be allowed only after Show all.
 	b.open(t, "1", approvals.MethodFileChangeApproval, patchParams, bigPatch())
-	u.opts.SettleDelay = 0
-	p.update(b.Cards())
+	p.Update(b.state(0))
 	allow := p.buttons.Objects[0].(*widget.Button)
 	if !allow.Disabled() || !p.showAll.Visible() {
 		t.Fatal("a truncated card can be allowed before Show all")
 	}
 	test.Tap(p.showAll)
-	p.update(b.Cards())
+	waitFor(t, func() bool { return b.q.Cards()[0].ShownInFull })
+	p.Update(b.state(0))
 	allow = p.buttons.Objects[0].(*widget.Button)
 	if allow.Disabled() {
 		t.Fatal("allow stays disabled after Show all")
 	}
 	test.Tap(allow)
-	waitFor(t, func() bool { return len(b.Cards()) == 0 })
+	waitFor(t, func() bool { return len(b.q.Cards()) == 0 })
 }
 
 func TestButtonLabelsNameWhatTheyGrant(t *testing.T) {
 	b := newBackend(t, approvals.DefaultLimits)
 	b.open(t, "0", approvals.MethodFileChangeApproval, `{"threadId":"T","turnId":"U","itemId":"p1","startedAtMs":1,"grantRoot":"/srv/data"}`, patchItem)
 	b.open(t, "1", approvals.MethodPermissions, `{"threadId":"T","turnId":"U","itemId":"i","cwd":"/w","permissions":{"network":{"enabled":true},"fileSystem":{"write":["/opt/out"]}}}`, "")
-	cards := b.Cards()
-	if got := buttonLabel(cards[0], approvals.DecisionAllow); got != "Allow and grant writes under /srv/data" {
+	cards := b.q.Cards()
+	if got := cards[0].DecisionLabel(approvals.DecisionAllow); got != "Allow and grant writes under /srv/data" {
 		t.Errorf("grantRoot allow: %q", got)
 	}
-	if got := buttonLabel(cards[1], approvals.DecisionAllow); got != "Allow and grant network access, write /opt/out" {
+	if got := cards[1].DecisionLabel(approvals.DecisionAllow); got != "Allow and grant network access, write /opt/out" {
 		t.Errorf("permissions allow: %q", got)
 	}
 }
@@ -212,14 +218,13 @@ func TestPanelFormsSendTheirValues(t *testing.T) {
 	b := newBackend(t, approvals.DefaultLimits)
 	b.open(t, "0", approvals.MethodUserInput,
 		`{"threadId":"T","turnId":"U","itemId":"q1","questions":[{"id":"db","header":"Database","question":"Which one?","isOther":false,"isSecret":false,"options":[{"label":"Postgres","description":""},{"label":"SQLite","description":""}]}]}`, "")
-	u := New(app, b, Options{})
-	p := newPanel(u)
-	p.update(b.Cards())
+	p := New(app, b)
+	p.Update(b.state(0))
 	allow := p.buttons.Objects[0].(*widget.Button)
 	// Nothing chosen: the answer is refused and the card stays.
 	test.Tap(allow)
 	waitFor(t, func() bool { return len(b.answered()) == 1 })
-	if len(b.Cards()) != 1 {
+	if len(b.q.Cards()) != 1 {
 		t.Fatal("an unanswered question was sent")
 	}
 	// The test driver runs fyne.Do at once on the calling goroutine: let the
@@ -227,9 +232,56 @@ func TestPanelFormsSendTheirValues(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	p.form.Objects[0].(*widget.Form).Items[0].Widget.(*widget.Select).SetSelected("SQLite")
 	test.Tap(allow)
-	waitFor(t, func() bool { return len(b.Cards()) == 0 })
+	waitFor(t, func() bool { return len(b.q.Cards()) == 0 })
 	answers := b.answered()
 	if last := answers[len(answers)-1]; last.Values["db"] != "SQLite" || last.By != approvals.ByPanel {
 		t.Errorf("answer %+v", last)
 	}
+}
+
+// TestLongLinesWrapAtTheEdge: at any window width, no row of the card is
+// wider than the view; a broken row ends with the mark, and joining the
+// parts gives the line back.
+func TestLongLinesWrapAtTheEdge(t *testing.T) {
+	app := test.NewTempApp(t)
+	b := newBackend(t, approvals.DefaultLimits)
+	b.open(t, "0", approvals.MethodCommandApproval, longParams, "")
+	p := New(app, b)
+	p.Update(b.state(0))
+	want := rowsText(gridRows(b.q.Cards()[0].Body, ""), false)
+	for _, width := range []float32{980, 640, 1400, 500} {
+		p.win.Resize(fyne.NewSize(width, 620))
+		view := p.body.box.Size().Width
+		cols := int(view / p.body.cellSize().Width)
+		marks := 0
+		for _, r := range p.body.grid.Rows {
+			if len(r.Cells) > cols {
+				t.Errorf("width %v: a row of %d cells in a view of %d", width, len(r.Cells), cols)
+			}
+			if n := len(r.Cells); n > 0 && r.Cells[n-1].Rune == wrapMark {
+				marks++
+			}
+		}
+		if marks == 0 {
+			t.Errorf("width %v (%d columns): the long line was not wrapped", width, cols)
+		}
+		if got := rowsText(p.body.grid.Rows, true); got != want {
+			t.Errorf("width %v: wrapped text\n%s\nwant\n%s", width, got, want)
+		}
+	}
+}
+
+// rowsText is the text of rows, one line each; joined, broken rows are put
+// back together.
+func rowsText(rows []widget.TextGridRow, joined bool) string {
+	var b strings.Builder
+	for _, r := range rows {
+		line := rowText(r)
+		if cut, ok := strings.CutSuffix(line, string(wrapMark)); ok && joined {
+			b.WriteString(cut)
+			continue
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
 }
