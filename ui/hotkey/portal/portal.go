@@ -120,7 +120,7 @@ type response struct {
 }
 
 // Open binds keys (name to "ctrl+alt+y") through the portal on conn, which
-// it takes over (Close closes it). It fails with ErrUnavailable when the
+// it takes over (Close closes it; after an error the caller keeps it). It fails with ErrUnavailable when the
 // portal offers no GlobalShortcuts; the binding itself goes on in the
 // background, and a failure of it goes to onFail, once per set of keys.
 // onPress gets the name of an activated shortcut while Want(true).
@@ -401,7 +401,10 @@ func (s *Shortcuts) handle(sig *dbus.Signal) {
 		ch := s.pending[sig.Path]
 		s.mu.Unlock()
 		if ch != nil {
-			ch <- r
+			select {
+			case ch <- r:
+			default: // a second Response to one request: the first counts
+			}
 		}
 	case Interface + ".Activated":
 		var session dbus.ObjectPath
