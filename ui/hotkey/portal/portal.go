@@ -120,10 +120,11 @@ type response struct {
 }
 
 // Open binds keys (name to "ctrl+alt+y") through the portal on conn, which
-// it takes over (Close closes it; after an error the caller keeps it). It fails with ErrUnavailable when the
-// portal offers no GlobalShortcuts; the binding itself goes on in the
-// background, and a failure of it goes to onFail, once per set of keys.
-// onPress gets the name of an activated shortcut while Want(true).
+// it takes over: Close closes it (after an error the caller keeps it). It
+// fails with ErrUnavailable when the portal offers no GlobalShortcuts. The
+// binding goes on in the background, since the desktop may ask the person
+// first; its failure goes to onFail, once per set of keys. onPress gets the
+// name of an activated shortcut while Want(true).
 func Open(ctx context.Context, conn *dbus.Conn, keyset map[string]string, onPress func(name string), onFail func(error), log *slog.Logger) (*Shortcuts, error) {
 	version, err := Version(ctx, conn)
 	if err != nil {
@@ -189,7 +190,7 @@ func (s *Shortcuts) SetKeys(keyset map[string]string) {
 }
 
 // Triggers returns the keys the compositor assigned, by name, as it
-// describes them ("Ctrl+Alt+Y"); a shortcut with no key is missing.
+// describes them ("Ctrl+Alt+Y"); a shortcut with no key is left out.
 func (s *Shortcuts) Triggers() map[string]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
