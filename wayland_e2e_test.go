@@ -68,7 +68,4 @@ func TestWaylandPortalHotkeys(t *testing.T) {
 	if strings.Count(string(audit), `"by":"hotkey"`) != 1 || !strings.Contains(string(audit), `"decision":"deny"`) {
 		t.Errorf("the audit log does not record one deny by hotkey:\n%s", audit)
 	}
-	if strings.Contains(a.log.String(), "X11") {
-		t.Errorf("the app tried X11 on Wayland:\n%s", a.log)
-	}
 }
