@@ -38,6 +38,15 @@ var Descriptions = map[string]string{
 	"deny":  "Codexgate: deny the oldest card",
 }
 
+// SessionToken names every session, and is the same each time: with no
+// app ID (an application outside a sandbox), xdg-desktop-portal-kde 5.27
+// names the shortcuts' KGlobalAccel component after it. A component keeps
+// its keys after its session closes, so a new token each start would leave
+// the keys with the old component and bind nothing; a stable one finds the
+// same component again, with the keys the person gave it. A connection has
+// one session at a time, so the token is unique where it has to be.
+const SessionToken = "codexgate"
+
 // ErrUnavailable means the session bus has no portal with GlobalShortcuts.
 var ErrUnavailable = errors.New("the desktop portal offers no GlobalShortcuts")
 
@@ -236,7 +245,6 @@ func (s *Shortcuts) bind(ctx context.Context, keyset map[string]string) error {
 	if err != nil || len(shortcuts) == 0 {
 		return err
 	}
-	sessionToken := token()
 	// xdg-desktop-portal-kde 5.27 registers only the shortcuts given to
 	// CreateSession, under this key of its own, and its BindShortcuts
 	// returns what the session already has; newer frontends drop the key
@@ -244,14 +252,14 @@ func (s *Shortcuts) bind(ctx context.Context, keyset map[string]string) error {
 	res, err := s.request(ctx, "CreateSession", func(handle string) []any {
 		return []any{map[string]dbus.Variant{
 			"handle_token":         dbus.MakeVariant(handle),
-			"session_handle_token": dbus.MakeVariant(sessionToken),
+			"session_handle_token": dbus.MakeVariant(SessionToken),
 			"shortcuts":            dbus.MakeVariant(shortcuts),
 		}}
 	})
 	if err != nil {
 		return fmt.Errorf("create a shortcut session: %w", err)
 	}
-	session := dbus.ObjectPath(sessionPrefix + s.sender + "/" + sessionToken)
+	session := dbus.ObjectPath(sessionPrefix + s.sender + "/" + SessionToken)
 	// The documentation says s; older portals sent o.
 	switch h := res["session_handle"].Value().(type) {
 	case string:

@@ -279,3 +279,27 @@ func TestSessionClosed(t *testing.T) {
 		t.Errorf("press %q, want allow (deny came from a closed session)", got)
 	}
 }
+
+// TestRestartKeepsTheKeys opens the shortcuts again after a close, as a
+// restarted app does: KDE 5.27 keeps the keys with the first session's
+// component, so the second must find the same one. The keys it holds win
+// over new preferred ones, and Triggers says so.
+func TestRestartKeepsTheKeys(t *testing.T) {
+	address := portaltest.Bus(t)
+	fake := portaltest.Start(t, address, portaltest.Options{Version: 1, KDE527: true})
+	first := open(t, address, defaultKeys)
+	first.triggers(t, map[string]string{"allow": "CTRL+ALT+y", "deny": "CTRL+ALT+n"})
+	first.Close()
+
+	again := open(t, address, defaultKeys)
+	again.triggers(t, map[string]string{"allow": "CTRL+ALT+y", "deny": "CTRL+ALT+n"})
+	again.Want(true)
+	fake.Activate(t, "deny")
+	if got := again.press(t); got != "deny" {
+		t.Errorf("press %q, want deny", got)
+	}
+	again.Close()
+
+	changed := open(t, address, map[string]string{"allow": "ctrl+alt+a", "deny": "ctrl+alt+d"})
+	changed.triggers(t, map[string]string{"allow": "CTRL+ALT+y", "deny": "CTRL+ALT+n"})
+}

@@ -88,7 +88,10 @@ type Options struct {
 	Version uint32
 	// KDE527 registers only the shortcuts given in CreateSession's
 	// "shortcuts" option and ignores BindShortcuts' list, as
-	// xdg-desktop-portal-kde 5.27 does. Otherwise the fake is a newer
+	// xdg-desktop-portal-kde 5.27 does. Like it, the fake keeps the keys in
+	// a component named after the session token, which outlives the
+	// session: a component that exists keeps its keys, and a key another
+	// component holds is not given again. Otherwise the fake is a newer
 	// frontend, which ignores that option.
 	KDE527 bool
 	// Refuse answers BindShortcuts with response 1, as when the person
@@ -107,10 +110,12 @@ type Portal struct {
 	conn *dbus.Conn
 	opts Options
 
-	mu       sync.Mutex // protects everything below
-	sessions map[dbus.ObjectPath]*session
-	calls    []string
-	last     *session
+	mu         sync.Mutex // protects everything below
+	sessions   map[dbus.ObjectPath]*session
+	components map[string]map[string]string // KDE527: by session token, shortcut ID to key
+	held       map[string]string            // KDE527: key to the component that holds it
+	calls      []string
+	last       *session
 }
 
 type session struct {
@@ -125,7 +130,8 @@ type session struct {
 // Start runs the fake on the bus at address until the test ends.
 func Start(t testing.TB, address string, opts Options) *Portal {
 	t.Helper()
-	p := &Portal{conn: Connect(t, address), opts: opts, sessions: map[dbus.ObjectPath]*session{}}
+	p := &Portal{conn: Connect(t, address), opts: opts, sessions: map[dbus.ObjectPath]*session{},
+		components: map[string]map[string]string{}, held: map[string]string{}}
 	if err := p.conn.Export(properties{p}, portal.ObjectPath, "org.freedesktop.DBus.Properties"); err != nil {
 		t.Fatal(err)
 	}
@@ -265,6 +271,33 @@ func (p *Portal) assign(list []portal.Shortcut) []portal.Shortcut {
 	return out
 }
 
+// component gives list the keys of the component token, made from list's
+// keys when new, as KGlobalAccel does under xdg-desktop-portal-kde 5.27.
+func (p *Portal) component(token string, list []portal.Shortcut) []portal.Shortcut {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	keys, ok := p.components[token]
+	if !ok {
+		keys = map[string]string{}
+		for _, sc := range list {
+			key, _ := sc.Options["trigger_description"].Value().(string)
+			if holder, taken := p.held[key]; key == "" || taken && holder != token {
+				continue
+			}
+			p.held[key] = token
+			keys[sc.ID] = key
+		}
+		p.components[token] = keys
+	}
+	var out []portal.Shortcut
+	for _, sc := range list {
+		opts := maps.Clone(sc.Options)
+		opts["trigger_description"] = dbus.MakeVariant(keys[sc.ID])
+		out = append(out, portal.Shortcut{ID: sc.ID, Options: opts})
+	}
+	return out
+}
+
 func (p *Portal) session(sender dbus.Sender, path dbus.ObjectPath) (*session, *dbus.Error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -300,7 +333,7 @@ func (si shortcutsIface) CreateSession(sender dbus.Sender, opts map[string]dbus.
 		}
 	}
 	if p.opts.KDE527 {
-		s.shortcuts = p.assign(s.asked)
+		s.shortcuts = p.component(option(opts, "session_handle_token"), p.assign(s.asked))
 	}
 	if err := p.conn.Export(sessionIface{p, s}, s.path, portal.SessionIface); err != nil {
 		return "", dbus.MakeFailedError(err)
