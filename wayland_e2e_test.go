@@ -12,8 +12,9 @@ import (
 
 // TestWaylandPortalHotkeys runs the app as a person on KDE Plasma's Wayland
 // session does: no X display, the hotkeys bound through the desktop
-// portal's GlobalShortcuts, and keys pressed through the compositor. A plain
-// N does nothing; Ctrl+Alt+N denies the oldest card, and only it.
+// portal's GlobalShortcuts, and keys pressed through the compositor. The
+// app has run once before in the session, as after a restart. A plain N
+// does nothing; Ctrl+Alt+N denies the oldest card, and only it.
 //
 // It needs the session scripts/kde-session makes; started outside one, it
 // runs itself again inside one.
@@ -39,15 +40,24 @@ func TestWaylandPortalHotkeys(t *testing.T) {
 		}
 	}
 
+	bound := func(a *testApp) {
+		a.waitFor("the hotkeys bound through the portal", func() bool {
+			return strings.Contains(a.log.String(), "global hotkeys bound") && strings.Contains(a.log.String(), "deny=Ctrl+Alt+N")
+		})
+	}
+	before := newApp(t)
+	before.desktop = true
+	before.start(workerDef{name: "before"})
+	bound(before)
+	before.stop()
+
 	a := newApp(t)
 	a.desktop = true
 	ws := a.start(
 		workerDef{name: "first", steps: []codextest.Step{codextest.Exec("rm a.txt", true)}},
 		workerDef{name: "second", steps: []codextest.Step{codextest.Exec("rm a.txt", true)}},
 	)
-	a.waitFor("the hotkeys bound through the portal", func() bool {
-		return strings.Contains(a.log.String(), "global hotkeys bound") && strings.Contains(a.log.String(), "deny=Ctrl+Alt+N")
-	})
+	bound(a)
 	a.must("task", "first", "delete a.txt")
 	oldest := a.cards(1)[0]
 	a.must("task", "second", "delete a.txt")
