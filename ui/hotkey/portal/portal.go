@@ -20,14 +20,18 @@ import (
 
 // The portal's names, from the xdg-desktop-portal documentation.
 const (
-	BusName         = "org.freedesktop.portal.Desktop"
-	ObjectPath      = dbus.ObjectPath("/org/freedesktop/portal/desktop")
-	Interface       = "org.freedesktop.portal.GlobalShortcuts"
-	RequestIface    = "org.freedesktop.portal.Request"
-	SessionIface    = "org.freedesktop.portal.Session"
-	requestPrefix   = "/org/freedesktop/portal/desktop/request/"
-	sessionPrefix   = "/org/freedesktop/portal/desktop/session/"
-	closeTimeout    = 5 * time.Second
+	BusName       = "org.freedesktop.portal.Desktop"
+	ObjectPath    = dbus.ObjectPath("/org/freedesktop/portal/desktop")
+	Interface     = "org.freedesktop.portal.GlobalShortcuts"
+	RequestIface  = "org.freedesktop.portal.Request"
+	SessionIface  = "org.freedesktop.portal.Session"
+	requestPrefix = "/org/freedesktop/portal/desktop/request/"
+	sessionPrefix = "/org/freedesktop/portal/desktop/session/"
+	closeTimeout  = 5 * time.Second
+	// repeatGap drops activations that follow one another this closely, as
+	// X11 auto-repeat does for a held key: one press answers at most one
+	// card, whatever the compositor sends while a key is held.
+	repeatGap       = 500 * time.Millisecond
 	responseSuccess = 0
 	responseRefused = 1
 )
@@ -37,6 +41,9 @@ var Descriptions = map[string]string{
 	"allow": "Codexgate: allow the oldest card",
 	"deny":  "Codexgate: deny the oldest card",
 }
+
+// clock tells the time for the repeat filter; tests replace it.
+var clock = time.Now
 
 // SessionToken names every session, and is the same each time: with no
 // app ID (an application outside a sandbox), xdg-desktop-portal-kde 5.27
@@ -120,6 +127,7 @@ type Shortcuts struct {
 	session  dbus.ObjectPath
 	triggers map[string]string
 	pending  map[dbus.ObjectPath]chan response
+	last     map[string]time.Time // the latest activation of each shortcut
 	closed   bool
 }
 
@@ -154,6 +162,7 @@ func Open(ctx context.Context, conn *dbus.Conn, keyset map[string]string, onPres
 		keys:     keyset,
 		triggers: map[string]string{},
 		pending:  map[dbus.ObjectPath]chan response{},
+		last:     map[string]time.Time{},
 	}
 	// The portal sends its signals to this connection only; the match rules
 	// are for buses that route them by rule all the same.
@@ -422,7 +431,10 @@ func (s *Shortcuts) handle(sig *dbus.Signal) {
 			return
 		}
 		s.mu.Lock()
-		pass := s.want && session == s.session && session != ""
+		now := clock()
+		repeat := now.Sub(s.last[id]) < repeatGap
+		s.last[id] = now
+		pass := s.want && session == s.session && session != "" && !repeat
 		s.mu.Unlock()
 		if !pass {
 			s.log.Debug("global hotkey ignored", "shortcut", id)

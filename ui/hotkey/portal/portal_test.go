@@ -158,6 +158,7 @@ func TestBind(t *testing.T) {
 // TestActivated passes on an activation only while wanted, and never
 // rebinds for it.
 func TestActivated(t *testing.T) {
+	advance := portal.SetClock(t)
 	address := portaltest.Bus(t)
 	fake := portaltest.Start(t, address, portaltest.Options{Version: 1, KDE527: true})
 	c := open(t, address, defaultKeys)
@@ -167,6 +168,7 @@ func TestActivated(t *testing.T) {
 	handled := func(trigger string) {
 		fake.Change(t, "allow", trigger)
 		c.triggers(t, map[string]string{"allow": trigger, "deny": "CTRL+ALT+n"})
+		advance(time.Second)
 	}
 
 	fake.Activate(t, "allow") // no card open: ignored
@@ -178,6 +180,7 @@ func TestActivated(t *testing.T) {
 	if got := c.press(t); got != "deny" {
 		t.Errorf("press %q, want deny", got)
 	}
+	advance(time.Second)
 	c.Want(false)
 	fake.Activate(t, "deny")
 	handled("Ctrl+Alt+A")
@@ -302,4 +305,25 @@ func TestRestartKeepsTheKeys(t *testing.T) {
 
 	changed := open(t, address, map[string]string{"allow": "ctrl+alt+a", "deny": "ctrl+alt+d"})
 	changed.triggers(t, map[string]string{"allow": "CTRL+ALT+y", "deny": "CTRL+ALT+n"})
+}
+
+// TestRepeat passes on one activation of a held key, as X11 grabs do.
+func TestRepeat(t *testing.T) {
+	advance := portal.SetClock(t)
+	address := portaltest.Bus(t)
+	fake := portaltest.Start(t, address, portaltest.Options{Version: 1})
+	c := open(t, address, defaultKeys)
+	c.triggers(t, map[string]string{"allow": "CTRL+ALT+y", "deny": "CTRL+ALT+n"})
+	c.Want(true)
+	fake.Activate(t, "deny")
+	fake.Activate(t, "deny") // repeated while held
+	fake.Activate(t, "allow")
+	if got := []string{c.press(t), c.press(t)}; !slices.Equal(got, []string{"deny", "allow"}) {
+		t.Errorf("presses %v, want deny, allow", got)
+	}
+	advance(time.Second)
+	fake.Activate(t, "deny")
+	if got := c.press(t); got != "deny" {
+		t.Errorf("press %q after the key was let go, want deny", got)
+	}
 }
