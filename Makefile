@@ -11,7 +11,9 @@ LDFLAGS       := -X main.version=$(VERSION) -X main.pinnedCodex=$(abspath $(CODE
 # and the desktop services the tests start on their own.
 APT_BUILD := gcc libgl1-mesa-dev xorg-dev bubblewrap
 APT_TEST  := xvfb dbus dbus-x11 dunst gnome-keyring libsecret-tools xdotool x11-utils imagemagick \
-             haskell-status-notifier-item-utils haskell-gtk-sni-tray-utils
+             haskell-status-notifier-item-utils haskell-gtk-sni-tray-utils \
+             kwin-wayland xdg-desktop-portal xdg-desktop-portal-kde qtwayland5 \
+             plasma-wayland-protocols libwayland-bin libwayland-dev
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

@@ -20,7 +20,7 @@ import (
 type desktop struct {
 	ui       *ui.UI
 	notifier *notify.Notifier
-	hotkeys  *hotkey.Manager
+	hotkeys  hotkey.Keys
 }
 
 func newDesktop(ctx context.Context, a *app, cfg *config.Config, log *slog.Logger) *desktop {
@@ -36,7 +36,7 @@ func newDesktop(ctx context.Context, a *app, cfg *config.Config, log *slog.Logge
 		Turns:     cfg.Notifications.Turns,
 		Log:       log,
 	})
-	d.hotkeys = hotkey.New(hotkey.HelperPath(), cfg.Hotkeys.Map(),
+	d.hotkeys = hotkey.Choose(cfg.Hotkeys.Map(),
 		func(name string) { d.ui.Hotkey(name) },
 		func(err error) {
 			d.notifier.Say("Global hotkeys are not available",
