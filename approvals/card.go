@@ -32,8 +32,8 @@ type FileChange struct {
 	Replaces bool `json:"replaces,omitempty"`
 }
 
-// describe is the change in a few words: "add /p (replaces an existing file)".
-func (f FileChange) describe() string {
+// Describe is the change in a few words: "add /p (replaces an existing file)".
+func (f FileChange) Describe() string {
 	s := f.Kind + " " + f.Path
 	if f.MovePath != "" {
 		s += " -> " + f.MovePath
@@ -205,7 +205,7 @@ func (c *Card) Summary(limit int) string {
 	case len(c.Changes) > 0:
 		paths := make([]string, len(c.Changes))
 		for i, ch := range c.Changes {
-			paths[i] = ch.describe()
+			paths[i] = ch.Describe()
 		}
 		return FirstLine(strings.Join(paths, ", "), limit)
 	case c.Command != "":
@@ -400,7 +400,7 @@ func render(c *Card, lim Limits) string {
 		field("field", f.Name+" ("+desc+"): "+f.Label)
 	}
 	for _, ch := range c.Changes {
-		field("file", ch.describe())
+		field("file", ch.Describe())
 	}
 	if c.Diff != "" {
 		b.WriteString("\n")

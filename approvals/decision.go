@@ -354,7 +354,7 @@ func showChange(files *disk, path, kind, move, diff string) (FileChange, string,
 	switch {
 	case kind == "add":
 		shown.Replaces = exists
-		header(shown.describe())
+		header(shown.Describe())
 		if exists {
 			section(unifiedDiff(old, diff, 3, false))
 		} else {
@@ -362,7 +362,7 @@ func showChange(files *disk, path, kind, move, diff string) (FileChange, string,
 		}
 		files.write(path, diff)
 	case kind == "delete":
-		header(shown.describe())
+		header(shown.Describe())
 		section(prefixLines(old, "-"))
 		files.remove(path)
 	case move == "":
@@ -371,7 +371,7 @@ func showChange(files *disk, path, kind, move, diff string) (FileChange, string,
 			return shown, "", refuse("the diff of %s does not apply to the file on disk: %v", shown.Path, err)
 		}
 		shown.Replaces = true
-		header(shown.describe())
+		header(shown.Describe())
 		section(unifiedDiff(old, updated, 3, false))
 		files.write(path, updated)
 	default:
@@ -387,7 +387,7 @@ func showChange(files *disk, path, kind, move, diff string) (FileChange, string,
 			return shown, "", err
 		}
 		shown.Kind, shown.MovePath, shown.Replaces = "move", line(move), destExists
-		header(shown.describe())
+		header(shown.Describe())
 		header(fmt.Sprintf("write %s: the whole file as it will be written", shown.MovePath))
 		if destExists {
 			section(unifiedDiff(dest, updated, 0, true))

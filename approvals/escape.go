@@ -300,17 +300,35 @@ func Cap(s string, limit int) (string, bool) {
 // FirstLine is the first line of an escaped text, capped to limit bytes,
 // for labels and notifications. When the text has more lines it says how
 // many: "rm a.txt … (+3 lines)".
-func FirstLine(s string, limit int) string {
-	first, rest, _ := strings.Cut(s, "\n")
-	first, cut := Cap(first, limit)
-	rest = strings.TrimSuffix(rest, "\n")
-	switch more := strings.Count(rest, "\n") + 1; {
-	case rest != "" && more == 1:
-		return first + " … (+1 line)"
-	case rest != "":
-		return fmt.Sprintf("%s … (+%d lines)", first, more)
-	case cut:
-		return first + " …"
+func FirstLine(s string, limit int) string { return FirstLines(s, 1, limit) }
+
+// FirstLines is the first n lines of an escaped text, capped together to
+// limit bytes, for notifications; what is left out is marked as FirstLine
+// marks it: "… (+3 lines)" for whole lines, "…" for the end of a line.
+func FirstLines(s string, n, limit int) string {
+	head, rest := strings.TrimSuffix(s, "\n"), ""
+	for i, at := 0, 0; i < n; i++ {
+		nl := strings.IndexByte(s[at:], '\n')
+		if nl < 0 {
+			break
+		}
+		if at += nl + 1; i == n-1 {
+			head, rest = s[:at-1], strings.TrimSuffix(s[at:], "\n")
+		}
 	}
-	return first
+	shown, cut := Cap(head, limit)
+	shown = strings.TrimSuffix(shown, "\n") // Cap cut at the end of a line
+	more := strings.Count(head, "\n") - strings.Count(shown, "\n")
+	if rest != "" {
+		more += strings.Count(rest, "\n") + 1
+	}
+	switch {
+	case more == 1:
+		return shown + " … (+1 line)"
+	case more > 1:
+		return fmt.Sprintf("%s … (+%d lines)", shown, more)
+	case cut:
+		return shown + " …"
+	}
+	return shown
 }

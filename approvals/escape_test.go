@@ -137,6 +137,28 @@ func TestFirstLine(t *testing.T) {
 	}
 }
 
+func TestFirstLines(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in       string
+		n, limit int
+		want     string
+	}{
+		{"a\nb", 3, 80, "a\nb"},
+		{"a\nb\nc\n", 3, 80, "a\nb\nc"},
+		{"a\nb\nc\nd", 3, 80, "a\nb\nc … (+1 line)"},
+		{"a\nb\nc\nd\ne\n", 3, 80, "a\nb\nc … (+2 lines)"},
+		{"a\nb\nc\nd", 1, 80, "a … (+3 lines)"},
+		{"aaaa\nbbbbbbbb", 3, 7, "aaaa … (+1 line)"},   // cut at the end of a line
+		{"aaaa\nbbbbbbbbbb", 3, 12, "aaaa\nbbbbbbb …"}, // cut inside one
+		{"aaaa\nbbbbbbbbbb\nc", 2, 12, "aaaa\nbbbbbbb … (+1 line)"},
+	} {
+		if got := FirstLines(tc.in, tc.n, tc.limit); got != tc.want {
+			t.Errorf("FirstLines(%q, %d, %d) = %q, want %q", tc.in, tc.n, tc.limit, got, tc.want)
+		}
+	}
+}
+
 func TestSummary(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

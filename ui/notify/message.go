@@ -42,35 +42,22 @@ func Message(ch approvals.Change) (string, string) {
 }
 
 // firstLines is the escaped start of what the card shows: the command, the
-// changed paths, or the permissions.
+// changes, or the permissions.
 func firstLines(c approvals.Card, n int) string {
 	var lines []string
 	switch {
 	case len(c.Changes) > 0:
 		for _, ch := range c.Changes {
-			lines = append(lines, ch.Kind+" "+ch.Path)
+			lines = append(lines, ch.Describe())
 		}
 	case c.Command != "":
-		lines = strings.Split(c.Command, "\n")
+		lines = []string{c.Command}
 	case len(c.Permissions) > 0:
 		lines = c.Permissions
 	default:
-		lines = strings.Split(c.Message, "\n")
+		lines = []string{c.Message}
 	}
-	return capLines(lines, n)
-}
-
-// capLines joins at most n lines, capped, marking what was left out.
-func capLines(lines []string, n int) string {
-	more := len(lines) > n
-	if more {
-		lines = lines[:n]
-	}
-	body, cut := approvals.Cap(strings.Join(lines, "\n"), bodyBytes)
-	if more || cut {
-		body += " …"
-	}
-	return body
+	return approvals.FirstLines(strings.Join(lines, "\n"), n, bodyBytes)
 }
 
 // Summary is the one notification for the cards a burst held back.
@@ -138,7 +125,7 @@ func rest(lines []string) string {
 	if len(lines) < 2 {
 		return ""
 	}
-	return capLines(lines[1:], 3)
+	return approvals.FirstLines(strings.Join(lines[1:], "\n"), 3, bodyBytes)
 }
 
 // TurnSummary is the one notification for the ended turns a burst held back.

@@ -322,7 +322,7 @@ func TestTurnMessages(t *testing.T) {
 	}{
 		{supervisor.TurnEnded{Worker: "api", Status: "completed", LastMessage: "All done."}, "api finished: All done.", ""},
 		{supervisor.TurnEnded{Worker: "api", Status: "completed"}, "api finished", ""},
-		{supervisor.TurnEnded{Worker: "api", Status: "completed", LastMessage: "a\x1b[31mred\nb\nc\nd\ne"}, "api finished: a\\u{1b}[31mred", "b\nc\nd …"},
+		{supervisor.TurnEnded{Worker: "api", Status: "completed", LastMessage: "a\x1b[31mred\nb\nc\nd\ne"}, "api finished: a\\u{1b}[31mred", "b\nc\nd … (+1 line)"},
 		{supervisor.TurnEnded{Worker: "api", Status: "completed", LastMessage: strings.Repeat("z", 400)}, "api finished: " + strings.Repeat("z", 160) + " …", ""},
 		{supervisor.TurnEnded{Worker: "api", Status: "failed", Error: "stream disconnected\nretry later"}, "api failed: stream disconnected", "retry later"},
 		{supervisor.TurnEnded{Worker: "api", Status: "interrupted", LastMessage: "half"}, "api stopped", ""},
@@ -341,10 +341,10 @@ func TestMessages(t *testing.T) {
 		title, body string
 	}{
 		{approvals.Change{Kind: approvals.CardOpened, Card: approvals.Card{Worker: "api", Kind: approvals.KindCommand, Command: "/bin/bash -lc 'rm a.txt'\nsecond\nthird\nfourth"}},
-			"api wants to run a command", "/bin/bash -lc 'rm a.txt'\nsecond\nthird …"},
+			"api wants to run a command", "/bin/bash -lc 'rm a.txt'\nsecond\nthird … (+1 line)"},
 		{approvals.Change{Kind: approvals.CardOpened, Card: approvals.Card{Worker: "web", Kind: approvals.KindFileChange,
-			Changes: []approvals.FileChange{{Path: "/a", Kind: "add"}, {Path: "/b", Kind: "update"}, {Path: "/c", Kind: "delete"}}}},
-			"web wants to change 3 files", "add /a\nupdate /b\ndelete /c"},
+			Changes: []approvals.FileChange{{Path: "/a", Kind: "add", Replaces: true}, {Path: "/b", Kind: "update"}, {Path: "/c", Kind: "delete"}, {Path: "/d", Kind: "add"}}}},
+			"web wants to change 4 files", "add /a (replaces an existing file)\nupdate /b\ndelete /c … (+1 line)"},
 		{approvals.Change{Kind: approvals.CardOpened, Card: approvals.Card{Worker: "api", Kind: approvals.KindNetwork, Host: "example.com", Command: "network-access http://example.com:80"}},
 			"api wants network access to example.com", "network-access http://example.com:80"},
 		{approvals.Change{Kind: approvals.CardDeclined, Card: approvals.Card{Worker: "api"}, Why: "the file change item \"x\" was never started"},

@@ -21,6 +21,7 @@ import (
 	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/driver/desktop"
+	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/widget"
 
 	"codexgate/approvals"
@@ -99,7 +100,9 @@ func New(app fyne.App, b Backend) *Panel {
 	p.body = newWrapped()
 	p.showAll = widget.NewButton("Show all", p.openFull)
 	p.form = container.NewVBox()
-	p.buttons = container.NewHBox()
+	// The decisions wrap onto more rows: a label past the window's edge
+	// would not be read.
+	p.buttons = container.New(layout.NewRowWrapLayout())
 	p.status = widget.NewLabel("")
 	p.status.Wrapping = fyne.TextWrapWord
 	p.people = container.NewVBox()
