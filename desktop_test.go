@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"codexgate/approvals"
 	"fmt"
 	"os"
 	"os/exec"
@@ -77,9 +78,21 @@ func TestDesktop(t *testing.T) {
 		t.Logf("screenshot of the panel: %s", shot)
 	}
 
-	xdotool(t, "windowfocus", "--sync", win)
-	xdotool(t, "key", "alt+a")
-	a.cards(0)
+	// Under load the panel may paint late, and its Allow wakes the settle
+	// delay after that: press again until the card is answered.
+	a.waitFor("the allow in the panel", func() bool {
+		xdotool(t, "windowfocus", "--sync", win)
+		xdotool(t, "key", "alt+a")
+		var open []approvals.Card
+		deadline := time.Now().Add(time.Second)
+		for time.Now().Before(deadline) {
+			if a.try(&open, "cards", "--json") == nil && len(open) == 0 {
+				return true
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return false
+	})
 	a.idle("desk")
 	if exists(filepath.Join(ws["desk"], "a.txt")) {
 		t.Error("the allow in the panel did not remove a.txt")

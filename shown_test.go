@@ -62,7 +62,9 @@ func TestBlankRunsLeaveTheTailVisible(t *testing.T) {
 	if !strings.Contains(cards[0].Command+cards[1].Command, "⟨") {
 		t.Errorf("no run marker in %q / %q", cards[0].Command, cards[1].Command)
 	}
-	a.must("answer", "deny", cards[0].ID)
+	for _, c := range cards {
+		a.must("answer", "deny", c.ID) // each refused; the turn goes on
+	}
 	a.idle("blank")
 }
 
