@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"codexgate/approvals"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/godbus/dbus/v5"
 
+	"codexgate/approvals"
 	"codexgate/supervisor/codextest"
 )
 
