@@ -22,7 +22,6 @@ run: deps build
 
 build: $(CODEX_NATIVE)
 	go build -ldflags '$(LDFLAGS)' -o $(BIN) .
-	go build -o bin/codexgate-hotkey ./ui/hotkey/codexgate-hotkey
 
 test: deps test-deps
 	go vet ./...

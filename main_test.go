@@ -29,15 +29,11 @@ func TestMain(m *testing.M) {
 	}
 	binary = filepath.Join(dir, "codexgate")
 	native := filepath.Join(codextest.Root(), ".tools/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex")
-	for _, build := range []*exec.Cmd{
-		exec.Command("go", "build", "-o", binary, "-ldflags", "-X main.version=test -X main.pinnedCodex="+native, "."),
-		exec.Command("go", "build", "-o", filepath.Join(dir, "codexgate-hotkey"), "./ui/hotkey/codexgate-hotkey"),
-	} {
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build:", err)
-			os.Exit(1)
-		}
+	build := exec.Command("go", "build", "-o", binary, "-ldflags", "-X main.version=test -X main.pinnedCodex="+native, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build:", err)
+		os.Exit(1)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

@@ -29,7 +29,7 @@ func newDesktop(a *app, cfg *config.Config, log *slog.Logger) *desktop {
 	d.fyne.SetIcon(ui.AppIcon)
 	beeep.AppName = "Codexgate"
 	d.notifier = notify.New(func(title, body string) error { return beeep.Notify(title, body, assets.AppIcon) }, log)
-	d.hotkeys = hotkey.New(hotkey.HelperPath(), cfg.Hotkeys.Map(),
+	d.hotkeys = hotkey.New(cfg.Hotkeys.Map(),
 		func(name string) { d.ui.Hotkey(name) },
 		func(err error) {
 			d.notifier.Say("Global hotkeys are not available",
