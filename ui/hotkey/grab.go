@@ -10,12 +10,7 @@ import (
 	"github.com/jezek/xgb/xproto"
 
 	"codexgate/config/keys"
-)
-
-// Keysyms of the lock keys (keysymdef.h).
-const (
-	keysymNumLock    = 0xff7f
-	keysymScrollLock = 0xff14
+	"codexgate/ui/hotkey/internal/keymap"
 )
 
 // modBits are the eight modifier bits of an event's state; the bits above
@@ -41,10 +36,8 @@ type grabber struct {
 	conn *xgb.Conn
 	root xproto.Window
 
-	// From the server's keyboard and modifier mappings.
-	codes map[uint32][]xproto.Keycode // keycodes by the keysyms they make
-	locks []uint16                    // CapsLock, NumLock and ScrollLock masks that exist
-	lock  uint16                      // their OR
+	km   keymap.Map
+	lock uint16 // the OR of km.Locks
 
 	held []binding
 	// released is the time of the last release of each grabbed keycode:
@@ -60,38 +53,14 @@ func newGrabber(conn *xgb.Conn) (*grabber, error) {
 	return g, nil
 }
 
-// loadMapping reads which keycodes make which keysyms, and which modifier
-// masks the lock keys set.
+// loadMapping reads the keyboard and modifier mappings.
 func (g *grabber) loadMapping() error {
-	setup := xproto.Setup(g.conn)
-	first, last := setup.MinKeycode, setup.MaxKeycode
-	km, err := xproto.GetKeyboardMapping(g.conn, first, byte(last-first+1)).Reply()
+	km, err := keymap.Load(g.conn)
 	if err != nil {
-		return fmt.Errorf("read the keyboard mapping: %w", err)
+		return err
 	}
-	mm, err := xproto.GetModifierMapping(g.conn).Reply()
-	if err != nil {
-		return fmt.Errorf("read the modifier mapping: %w", err)
-	}
-	g.codes = map[uint32][]xproto.Keycode{}
-	if per := int(km.KeysymsPerKeycode); per > 0 {
-		for i, sym := range km.Keysyms {
-			code := xproto.Keycode(int(first) + i/per)
-			if sym != 0 && !slices.Contains(g.codes[uint32(sym)], code) {
-				g.codes[uint32(sym)] = append(g.codes[uint32(sym)], code)
-			}
-		}
-	}
-	// CapsLock is the Lock modifier by definition; NumLock and ScrollLock
-	// are whichever of Mod1-Mod5 holds their keycodes, if any.
-	g.locks = []uint16{xproto.ModMaskLock}
-	for _, sym := range []uint32{keysymNumLock, keysymScrollLock} {
-		if mask := g.modifierOf(mm, g.codes[sym]); mask != 0 && !slices.Contains(g.locks, mask) {
-			g.locks = append(g.locks, mask)
-		}
-	}
-	g.lock = 0
-	for _, m := range g.locks {
+	g.km, g.lock = km, 0
+	for _, m := range km.Locks {
 		g.lock |= m
 	}
 	return nil
@@ -102,34 +71,21 @@ func (g *grabber) loadMapping() error {
 // server also says so when a key press comes from another keyboard, with
 // the same mapping.
 func (g *grabber) remap() (changed bool, err error) {
-	codes, locks := g.codes, g.locks
+	old := g.km
 	if err := g.loadMapping(); err != nil {
 		return false, err
 	}
-	changed = !slices.Equal(locks, g.locks) || slices.ContainsFunc(g.held, func(b binding) bool {
-		return !slices.Equal(codes[b.sym], g.codes[b.sym])
+	changed = !slices.Equal(old.Locks, g.km.Locks) || slices.ContainsFunc(g.held, func(b binding) bool {
+		return !slices.Equal(old.Codes[b.sym], g.km.Codes[b.sym])
 	})
 	return changed, nil
-}
-
-// modifierOf is the mask of the modifier that one of codes is mapped to.
-func (g *grabber) modifierOf(mm *xproto.GetModifierMappingReply, codes []xproto.Keycode) uint16 {
-	per := int(mm.KeycodesPerModifier)
-	for mod := range 8 {
-		for _, code := range mm.Keycodes[mod*per : (mod+1)*per] {
-			if code != 0 && slices.Contains(codes, code) {
-				return 1 << mod
-			}
-		}
-	}
-	return 0
 }
 
 // lockCombos is every combination of the lock masks that are not part of
 // mods, the empty one first.
 func (g *grabber) lockCombos(mods uint16) []uint16 {
 	combos := []uint16{0}
-	for _, l := range g.locks {
+	for _, l := range g.km.Locks {
 		if l&mods != 0 {
 			continue
 		}
@@ -147,7 +103,7 @@ func (g *grabber) grab(combos map[string]keys.Combo) map[string]error {
 	errs := map[string]error{}
 	for _, name := range slices.Sorted(maps.Keys(combos)) {
 		c := combos[name]
-		codes := g.codes[c.Keysym]
+		codes := g.km.Codes[c.Keysym]
 		if len(codes) == 0 {
 			errs[name] = fmt.Errorf("no key of this keyboard makes keysym %#x", c.Keysym)
 			continue
