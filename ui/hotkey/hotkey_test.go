@@ -38,7 +38,19 @@ type recorder struct {
 func newManager(t *testing.T, keyset map[string]string) (*Manager, *recorder) {
 	t.Helper()
 	r := &recorder{presses: make(chan string, 100), fails: make(chan error, 100), log: &logBuffer{}}
-	m := New(keyset, func(name string) { r.presses <- name }, func(err error) { r.fails <- err },
+	// The callbacks never block the manager, even when a failing test
+	// stops reading.
+	m := New(keyset, func(name string) {
+		select {
+		case r.presses <- name:
+		default:
+		}
+	}, func(err error) {
+		select {
+		case r.fails <- err:
+		default:
+		}
+	},
 		slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	t.Cleanup(m.Close)
 	return m, r

@@ -35,10 +35,11 @@ type Keyboard struct {
 	conn *xgb.Conn
 	root xproto.Window
 	km   keymap.Map
+	down map[uint32]bool // keys pressed and not released yet
 }
 
-// New connects to $DISPLAY; the locks are turned off and the connection
-// closed when the test ends.
+// New connects to $DISPLAY. When the test ends, keys still down are
+// released, the locks turned off and the connection closed.
 func New(t testing.TB) *Keyboard {
 	t.Helper()
 	if os.Getenv("DISPLAY") == "" {
@@ -57,8 +58,11 @@ func New(t testing.TB) *Keyboard {
 		conn.Close()
 		t.Fatal(err)
 	}
-	k := &Keyboard{t: t, conn: conn, root: xproto.Setup(conn).DefaultScreen(conn).Root, km: km}
+	k := &Keyboard{t: t, conn: conn, root: xproto.Setup(conn).DefaultScreen(conn).Root, km: km, down: map[uint32]bool{}}
 	t.Cleanup(func() {
+		for sym := range k.down {
+			k.Key(false, sym)
+		}
 		k.SetLocks(false, false)
 		conn.Close()
 	})
@@ -96,6 +100,11 @@ func (k *Keyboard) Key(press bool, sym uint32) {
 	}
 	if err := xtest.FakeInputChecked(k.conn, kind, byte(k.Code(sym)), 0, k.root, 0, 0, 0).Check(); err != nil {
 		k.t.Fatal(err)
+	}
+	if press {
+		k.down[sym] = true
+	} else {
+		delete(k.down, sym)
 	}
 }
 
