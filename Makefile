@@ -22,12 +22,11 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 run: deps build
 	./$(BIN)
 
-# The app (no Fyne, no OpenGL), the panel it starts on demand, and the
-# hotkey helper, side by side: codexgate finds the others beside itself.
+# The app (no Fyne, no OpenGL) and the panel it starts on demand, side by
+# side: codexgate finds the panel beside itself.
 build: $(CODEX_NATIVE)
 	go build -ldflags '$(LDFLAGS)' -o $(BIN) .
 	go build -o bin/codexgate-panel ./cmd/codexgate-panel
-	go build -o bin/codexgate-hotkey ./ui/hotkey/codexgate-hotkey
 
 # The end-to-end tests run what `make build` made.
 test: deps test-deps build

@@ -18,8 +18,8 @@ import (
 	"codexgate/supervisor/codextest"
 )
 
-// binary is the codexgate that `make build` made, in bin/ beside the panel
-// and the hotkey helper; `make test` builds them first.
+// binary is the codexgate that `make build` made, in bin/ beside the
+// panel; `make test` builds them first.
 var binary string
 
 func TestMain(m *testing.M) {
@@ -30,7 +30,6 @@ func TestMain(m *testing.M) {
 	for _, build := range []struct{ out, pkg, ldflags string }{
 		{"codexgate", ".", "-X main.version=test -X main.pinnedCodex=" + native},
 		{"codexgate-panel", "./cmd/codexgate-panel", ""},
-		{"codexgate-hotkey", "./ui/hotkey/codexgate-hotkey", ""},
 	} {
 		out := filepath.Join(bin, build.out)
 		if exists(out) {

@@ -222,7 +222,7 @@ func newGuard(cfgPath, auditPath, sock, codex string) (*config.Guard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find the codexgate binary, which no workspace may hold: %w", err)
 	}
-	// The binaries beside it (the hotkey helper) are Codexgate's too.
+	// The binaries beside it (the panel) are Codexgate's too.
 	g.Own = append(g.Own, config.Owned{What: "the folder of the codexgate binary", Path: filepath.Dir(exe)})
 	if real, err := filepath.EvalSymlinks(exe); err == nil && filepath.Dir(real) != filepath.Dir(exe) {
 		g.Own = append(g.Own, config.Owned{What: "the folder of the codexgate binary", Path: filepath.Dir(real)})

@@ -38,7 +38,7 @@ type Keys interface {
 // through onFail.
 func Choose(keyset map[string]string, onPress func(name string), onFail func(error), log *slog.Logger) Keys {
 	return choose(os.Getenv, sessionBus, func() Keys {
-		return &x11Keys{Manager: New(HelperPath(), keyset, onPress, onFail, log), keys: keyset}
+		return &x11Keys{Manager: New(keyset, onPress, onFail, log), keys: keyset}
 	}, keyset, onPress, onFail, log)
 }
 
