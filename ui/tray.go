@@ -3,6 +3,7 @@ package ui
 import (
 	"bytes"
 	"fmt"
+	"strings"
 
 	"fyne.io/systray"
 	"github.com/godbus/dbus/v5"
@@ -148,11 +149,35 @@ func (t *tray) menu(s snapshot) []item {
 	for _, w := range s.workers {
 		items = append(items, t.workerItem(w))
 	}
-	return append(items, item{},
+	items = append(items, item{})
+	if keys := t.hotkeyLine(); keys != "" {
+		items = append(items, item{label: keys, disabled: true})
+	}
+	return append(items,
 		item{label: "Open panel", action: func() { u.OpenPanel("") }},
 		item{},
 		item{label: "Quit", action: t.quit},
 	)
+}
+
+// hotkeyLine says which keys answer the oldest card, as the X server or the
+// desktop assigned them: on Wayland the desktop may have chosen others than
+// the config's.
+func (t *tray) hotkeyLine() string {
+	if t.u.opts.Hotkeys == nil {
+		return ""
+	}
+	keys := t.u.opts.Hotkeys.Triggers()
+	var parts []string
+	for _, name := range []string{"allow", "deny"} {
+		if k := keys[name]; k != "" {
+			parts = append(parts, name+" "+approvals.FirstLine(approvals.Escape(k, false), labelBytes))
+		}
+	}
+	if len(parts) == 0 {
+		return "No global hotkeys"
+	}
+	return "Hotkeys: " + strings.Join(parts, ", ")
 }
 
 func cardCount(n int) string {

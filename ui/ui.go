@@ -39,6 +39,9 @@ type Backend interface {
 // Hotkeys is the global hotkey manager as the UI drives it.
 type Hotkeys interface {
 	Want(on bool)
+	// Triggers are the keys that answer, by name ("allow", "deny"), as
+	// their holder (the X server, or the desktop's portal) assigned them.
+	Triggers() map[string]string
 }
 
 // Options configure the UI.

@@ -332,10 +332,10 @@ func (n *Notifier) actions(c approvals.Card, allow bool) []string {
 	}
 	var a []string
 	if allow {
-		a = append(a, actionAllow, "Allow")
+		a = append(a, actionAllow, c.DecisionLabel(approvals.DecisionAllow))
 	}
 	if slices.Contains(c.Decisions, approvals.DecisionDeny) {
-		a = append(a, actionDeny, "Deny")
+		a = append(a, actionDeny, c.DecisionLabel(approvals.DecisionDeny))
 	}
 	return append(a, actionOpen, "Open", actionDefault, "Open")
 }
