@@ -163,7 +163,7 @@ func BenchmarkCardToNotify(b *testing.B) {
 		usec, _ := strconv.ParseInt(m[i-1][2], 10, 64)
 		lat = append(lat, time.Unix(sec, usec*1000).Sub(c.CreatedAt))
 		time.Sleep(400 * time.Millisecond) // under notify.BurstSize a second
-		a.run("show", c.ID)                // needed before an allow once `show` exists
+		a.show(c)
 		a.must("answer", "allow", c.ID)
 		a.waitFor("the card to close", func() bool {
 			var open []approvals.Card

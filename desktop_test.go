@@ -129,7 +129,7 @@ func TestDesktopWithoutThePanel(t *testing.T) {
 
 	a.must("task", "alone", "delete a.txt")
 	c := a.cards(1)[0]
-	a.run("show", c.ID) // needed before an allow once `show` exists
+	a.show(c)
 	a.must("answer", "allow", c.ID)
 	a.idle("alone")
 	if exists(filepath.Join(ws["alone"], "a.txt")) {

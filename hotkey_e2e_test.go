@@ -57,7 +57,7 @@ func TestHotkeysWithNoWindowFocused(t *testing.T) {
 
 	// The app reads its key events in order: when the allow below has
 	// answered the card, any press above would have been logged before it.
-	a.run("show", card.ID) // shown in full before a quick yes
+	a.show(card)
 	k.SetLocks(false, true)
 	k.Tap(kb.Ctrl, kb.Alt, 'y')
 	a.cards(0)

