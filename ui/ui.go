@@ -110,7 +110,7 @@ func (u *UI) OnActivity(supervisor.Activity) { u.Changed() }
 
 // snapshot is the state one redraw shows.
 type snapshot struct {
-	cards   []approvals.Card
+	cards    []approvals.Card
 	workers  []supervisor.Status
 	activity []supervisor.Activity // each worker's, in the order of workers
 	settle   time.Duration
