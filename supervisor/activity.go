@@ -88,7 +88,9 @@ func (a Activity) Last() (Turn, bool) {
 // history is a worker's Activity as it is built; the worker's mu guards it.
 type history struct {
 	Activity
-	tokenBase map[string]int64 // the thread's token total before each kept turn
+	// tokenBase is the thread's token total before each kept turn; it goes
+	// with its turn, so that a late usage update still counts right.
+	tokenBase map[string]int64
 }
 
 func capped(s string, multiline bool, limit int) string {
@@ -251,7 +253,6 @@ func (h *history) ended(turnID, status, errMsg string) {
 	if errMsg != "" {
 		t.Error = capped(errMsg, true, messageBytes)
 	}
-	delete(h.tokenBase, turnID)
 }
 
 // lost ends every working turn: codex exited, and will never say how they
