@@ -143,7 +143,7 @@ type Worker struct {
 	stderr  []string               // codex's last stderr lines, across its processes
 	hist    history                // the last turns, across its processes
 
-	pubMu sync.Mutex // keeps Options.OnStatus calls in the order of the changes
+	pubMu sync.Mutex // keeps Options.OnStatus and OnActivity calls in the order of the changes
 }
 
 type trackedItem struct {
