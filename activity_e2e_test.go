@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,7 +14,7 @@ import (
 // something, `codexgate workers --json` carries the turn's state and the
 // agent's last message, escaped.
 func TestWorkersShowWhatTheTurnDid(t *testing.T) {
-	a, _ := startApp(t, workerDef{name: "api", steps: []codextest.Step{
+	a, ws := startApp(t, workerDef{name: "api", steps: []codextest.Step{
 		codextest.Exec("echo hello > greet.txt && cat greet.txt", false),
 		codextest.Say("Wrote greet.txt.\u202e\nIt says hello."),
 	}})
@@ -44,6 +45,9 @@ func TestWorkersShowWhatTheTurnDid(t *testing.T) {
 	}
 	if w.Turn.Tokens <= 0 {
 		t.Errorf("no tokens reported: %+v", w.Turn)
+	}
+	if !exists(filepath.Join(ws["api"], "greet.txt")) {
+		t.Error("the turn's command did not run")
 	}
 	if w.State != supervisor.StateIdle || w.Turn.Error != "" {
 		t.Errorf("worker after the turn: %+v", w)

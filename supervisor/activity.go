@@ -24,6 +24,7 @@ const (
 	promptBytes  = 2048 // a prompt
 	messageBytes = 4096 // an agent message
 	lineBytes    = 512  // a command or a path
+	wordBytes    = 128  // an id, a status or a kind
 )
 
 // Activity is what one worker has been doing: its last turns, oldest
@@ -107,6 +108,7 @@ func (h *history) turn(id string) *Turn {
 	if id == "" {
 		return nil
 	}
+	id = capped(id, false, wordBytes)
 	if i := slices.IndexFunc(h.Turns, func(t Turn) bool { return t.ID == id }); i >= 0 {
 		return &h.Turns[i]
 	}
@@ -130,6 +132,7 @@ func (h *history) prompt(turnID, prompt string) {
 // when they complete, commands and file changes as they start and end.
 func (h *history) item(turnID string, raw json.RawMessage, completed bool) bool {
 	var it struct {
+		// Codex's texts: escaped and capped below before they are kept.
 		Type     string          `json:"type"`
 		ID       string          `json:"id"`
 		Text     string          `json:"text"`
@@ -160,13 +163,14 @@ func (h *history) item(turnID string, raw json.RawMessage, completed bool) bool 
 		if t == nil {
 			return false
 		}
-		i := slices.IndexFunc(t.Commands, func(c Command) bool { return c.ID == it.ID })
+		id := capped(it.ID, false, wordBytes)
+		i := slices.IndexFunc(t.Commands, func(c Command) bool { return c.ID == id })
 		if i < 0 {
 			if len(t.Commands) == turnItems {
 				t.Omitted++
 				return true
 			}
-			t.Commands = append(t.Commands, Command{ID: it.ID})
+			t.Commands = append(t.Commands, Command{ID: id})
 			i = len(t.Commands) - 1
 		}
 		c := &t.Commands[i]
@@ -174,7 +178,7 @@ func (h *history) item(turnID string, raw json.RawMessage, completed bool) bool 
 			c.Command = capped(*it.Command, false, lineBytes)
 		}
 		if it.Status != "" {
-			c.Status = it.Status
+			c.Status = capped(it.Status, false, wordBytes)
 		}
 		if it.ExitCode != nil {
 			c.ExitCode = it.ExitCode
@@ -186,9 +190,9 @@ func (h *history) item(turnID string, raw json.RawMessage, completed bool) bool 
 		}
 		var changes []fileChangeJSON
 		_ = json.Unmarshal(it.Changes, &changes) // a completed item may leave them out
-		status, keep := it.Status, len(changes) == 0
+		id, status, keep := capped(it.ID, false, wordBytes), capped(it.Status, false, wordBytes), len(changes) == 0
 		t.Files = slices.DeleteFunc(t.Files, func(f FileChange) bool {
-			if f.ItemID != it.ID {
+			if f.ItemID != id {
 				return false
 			}
 			if keep { // the paths the item started with
@@ -203,7 +207,7 @@ func (h *history) item(turnID string, raw json.RawMessage, completed bool) bool 
 				t.Omitted++
 				continue
 			}
-			t.Files = append(t.Files, FileChange{ItemID: it.ID, Path: capped(ch.Path, false, lineBytes), Kind: capped(ch.Kind.Type, false, 32), Status: status})
+			t.Files = append(t.Files, FileChange{ItemID: id, Path: capped(ch.Path, false, lineBytes), Kind: capped(ch.Kind.Type, false, wordBytes), Status: status})
 		}
 	default:
 		return false

@@ -174,3 +174,45 @@ func TestHistoryThroughTheAppServer(t *testing.T) {
 		t.Errorf("after the turn: %+v", last)
 	}
 }
+
+// FuzzHistoryItem: whatever codex sends as an item or a usage update, the
+// history stays bounded and escaped, and nothing panics.
+func FuzzHistoryItem(f *testing.F) {
+	for _, seed := range []string{cmdStarted, cmdCompleted, fileStarted, fileCompleted, said, `{"item":{"type":"fileChange","id":"x","changes":null}}`, `{"item":{"type":"commandExecution","id":"y","command":"\u001b[2J","exitCode":-1}}`} {
+		var n struct {
+			Item json.RawMessage `json:"item"`
+		}
+		json.Unmarshal([]byte(seed), &n)
+		f.Add([]byte(n.Item), true, int64(10), int64(3))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte, completed bool, total, last int64) {
+		var h history
+		for i := range 3 {
+			turn := fmt.Sprint("t", i%2)
+			h.item(turn, raw, completed)
+			h.item(turn, raw, !completed)
+			h.tokens(turn, total, last)
+		}
+		h.ended("t0", string(raw), string(raw))
+		if len(h.Turns) > historyTurns {
+			t.Fatalf("%d turns kept", len(h.Turns))
+		}
+		for _, tu := range h.Turns {
+			if len(tu.Messages) > turnItems || len(tu.Commands) > turnItems || len(tu.Files) > turnItems || tu.Tokens < 0 {
+				t.Fatalf("turn not bounded: %+v", tu)
+			}
+			texts := append([]string{tu.ID, tu.Status, tu.Prompt, tu.Error}, tu.Messages...)
+			for _, c := range tu.Commands {
+				texts = append(texts, c.ID, c.Command, c.Status)
+			}
+			for _, fc := range tu.Files {
+				texts = append(texts, fc.ItemID, fc.Path, fc.Kind, fc.Status)
+			}
+			for _, s := range texts {
+				if approvals.Escape(s, true) != s || len(s) > messageBytes {
+					t.Fatalf("a text is not escaped and capped: %q", s)
+				}
+			}
+		}
+	})
+}
