@@ -117,7 +117,7 @@ func Run(opts Options) error {
 		a.failed = make(chan supervisor.Status, 16)
 		go a.notifyFailures(ctx)
 	}
-	a.sup = supervisor.New(ctx, supervisor.Options{Approver: a.queue, Log: log, Version: opts.Version, Secret: secrets.Get, OnStatus: a.onStatus, OnTurnEnded: a.onTurnEnded})
+	a.sup = supervisor.New(ctx, supervisor.Options{Approver: a.queue, Log: log, Version: opts.Version, Secret: secrets.Get, OnStatus: a.onStatus, OnTurnEnded: a.onTurnEnded, OnActivity: a.onActivity})
 
 	a.server, err = control.Listen(sock, a.handle)
 	if err != nil {
@@ -282,7 +282,12 @@ func (a *app) reportRefused(cfg *config.Config) {
 func (a *app) handle(ctx context.Context, req control.Request) (any, error) {
 	switch req.Op {
 	case "workers":
-		reply := control.WorkersReply{Workers: a.sup.Statuses(), Stderr: map[string][]string{}}
+		reply := control.WorkersReply{Workers: a.sup.Statuses(), Stderr: map[string][]string{}, Turns: map[string]control.TurnState{}}
+		for _, act := range a.sup.Activity() {
+			if ts, ok := control.TurnStateOf(act); ok {
+				reply.Turns[act.Worker] = ts
+			}
+		}
 		for _, st := range reply.Workers {
 			if lines, err := a.sup.Stderr(st.Name); err == nil && len(lines) > 0 {
 				reply.Stderr[st.Name] = lines
@@ -480,6 +485,12 @@ func (a *app) onTurnEnded(te supervisor.TurnEnded) {
 	}
 }
 
+func (a *app) onActivity(act supervisor.Activity) {
+	if a.desk != nil {
+		a.desk.ui.OnActivity(act)
+	}
+}
+
 // The UI's Backend.
 
 func (a *app) Cards() []approvals.Card { return a.queue.Cards() }
@@ -493,6 +504,8 @@ func (a *app) MarkShownInFull(id string, revision int, by approvals.By) error {
 func (a *app) Answer(ans approvals.Answer) (approvals.Answered, error) { return a.queue.Answer(ans) }
 
 func (a *app) Workers() []supervisor.Status { return a.sup.Statuses() }
+
+func (a *app) Activity() []supervisor.Activity { return a.sup.Activity() }
 
 func (a *app) StartTask(ctx context.Context, worker, prompt string) (string, error) {
 	w, err := a.sup.Worker(worker)

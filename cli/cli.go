@@ -191,10 +191,15 @@ func cmdWorkers(g globalFlags, args []string) error {
 		type withStderr struct {
 			supervisor.Status
 			Stderr []string `json:"stderr"`
+			// Turn is the current or last turn; null when there was none.
+			Turn *control.TurnState `json:"turn"`
 		}
 		out := make([]withStderr, len(workers))
 		for i, w := range workers {
-			out[i] = withStderr{w, reply.Stderr[w.Name]}
+			out[i] = withStderr{Status: w, Stderr: reply.Stderr[w.Name]}
+			if ts, ok := reply.Turns[w.Name]; ok {
+				out[i].Turn = &ts
+			}
 			if out[i].Stderr == nil {
 				out[i].Stderr = []string{}
 			}

@@ -44,6 +44,36 @@ type WorkersReply struct {
 	// Stderr is each worker's last stderr lines, by name (kept apart from
 	// Status, which stays comparable).
 	Stderr map[string][]string `json:"stderr,omitempty"`
+	// Turns is each worker's current or last turn, by name; a worker that
+	// has run none has no entry.
+	Turns map[string]TurnState `json:"turns,omitempty"`
+}
+
+// TurnState is a worker's current or last turn, as "workers" tells it.
+type TurnState struct {
+	ID     string `json:"id"`
+	Status string `json:"status"` // working, completed, failed, interrupted
+	// LastMessage is the agent's last message, escaped and capped.
+	LastMessage string `json:"lastMessage"`
+	Error       string `json:"error,omitempty"`
+	// Tokens is what the turn used; 0 when codex reported nothing.
+	Tokens int64 `json:"tokens,omitempty"`
+}
+
+// lastMessageBytes caps the last message "workers" carries.
+const lastMessageBytes = 1024
+
+// TurnStateOf is the reply's part for a worker's activity; false when the
+// worker has run no turn.
+func TurnStateOf(a supervisor.Activity) (TurnState, bool) {
+	t, ok := a.Last()
+	if !ok {
+		return TurnState{}, false
+	}
+	// The history keeps its texts escaped: capping them keeps them so.
+	msg, _ := approvals.Cap(t.LastMessage(), lastMessageBytes)
+	errMsg, _ := approvals.Cap(t.Error, lastMessageBytes)
+	return TurnState{ID: t.ID, Status: t.Status, LastMessage: msg, Error: errMsg, Tokens: t.Tokens}, true
 }
 
 // ReloginResult is one worker's part in "relogin".

@@ -67,6 +67,7 @@ func (h *connHandler) Notification(method string, params json.RawMessage) {
 		if hdr.Type == "commandExecution" || hdr.Type == "fileChange" {
 			h.items(func(items map[string]trackedItem) { items[hdr.ID] = trackedItem{turnID: n.TurnID, raw: n.Item} })
 		}
+		w.record(h.session, func(hi *history) bool { return hi.item(n.TurnID, n.Item, false) })
 	case codexrpc.NotifyPatchUpdated:
 		var n codexrpc.PatchUpdated
 		if !h.decode(method, params, &n) {
@@ -84,6 +85,7 @@ func (h *connHandler) Notification(method string, params json.RawMessage) {
 			w.log.Warn("skipped a patch update", "item", n.ItemID, "started", started)
 			return
 		}
+		w.record(h.session, func(hi *history) bool { return hi.item(n.TurnID, it.raw, false) })
 		ev := h.event(approvals.ItemUpdated, n.ThreadID, n.TurnID, n.ItemID)
 		ev.Item = it.raw
 		w.opts.Approver.Event(ev)
@@ -97,6 +99,7 @@ func (h *connHandler) Notification(method string, params json.RawMessage) {
 		if hdr.Type == "agentMessage" {
 			h.remember(n.TurnID, n.Item)
 		}
+		w.record(h.session, func(hi *history) bool { return hi.item(n.TurnID, n.Item, true) })
 		ev := h.event(approvals.ItemCompleted, n.ThreadID, n.TurnID, hdr.ID)
 		ev.Item = n.Item
 		w.opts.Approver.Event(ev)
@@ -114,6 +117,7 @@ func (h *connHandler) Notification(method string, params json.RawMessage) {
 			return
 		}
 		w.update(h.session, func(st *Status) { st.TurnID = n.Turn.ID })
+		w.record(h.session, func(hi *history) bool { return hi.turn(n.Turn.ID) != nil })
 		w.opts.Approver.Event(h.event(approvals.TurnStarted, n.ThreadID, n.Turn.ID, ""))
 	case codexrpc.NotifyTurnCompleted:
 		var n codexrpc.TurnNotification
@@ -131,8 +135,24 @@ func (h *connHandler) Notification(method string, params json.RawMessage) {
 				st.LastError = n.Turn.Error.Message
 			}
 		})
+		w.record(h.session, func(hi *history) bool {
+			msg := ""
+			if n.Turn.Error != nil {
+				msg = n.Turn.Error.Message
+			}
+			hi.ended(n.Turn.ID, n.Turn.Status, msg)
+			return true
+		})
 		w.opts.Approver.Event(h.event(approvals.TurnCompleted, n.ThreadID, n.Turn.ID, ""))
 		h.turnEnded(n)
+	case codexrpc.NotifyTokenUsage:
+		var n codexrpc.TokenUsageUpdated
+		if h.decode(method, params, &n) {
+			w.record(h.session, func(hi *history) bool {
+				hi.tokens(n.TurnID, n.TokenUsage.Total.TotalTokens, n.TokenUsage.Last.TotalTokens)
+				return n.TurnID != ""
+			})
+		}
 	case codexrpc.NotifyThreadStatusChanged:
 		var n codexrpc.ThreadStatusChanged
 		if !h.decode(method, params, &n) {

@@ -35,6 +35,10 @@ type Options struct {
 	// OnTurnEnded is told that a turn completed, failed or was interrupted.
 	// It runs on the worker's connection reader: it must not block.
 	OnTurnEnded func(TurnEnded)
+	// OnActivity is told, outside the worker's lock and in the order of the
+	// changes, that a worker's activity history changed, with the history
+	// after the change. It must not block.
+	OnActivity func(Activity)
 }
 
 // TurnEnded is a turn that ended, as codex reported it.
@@ -185,6 +189,18 @@ func (s *Supervisor) Statuses() []Status {
 	out := make([]Status, len(workers))
 	for i, w := range workers {
 		out[i] = w.Status()
+	}
+	return out
+}
+
+// Activity is every worker's activity history, in configured order.
+func (s *Supervisor) Activity() []Activity {
+	s.mu.Lock()
+	workers := slices.Clone(s.workers)
+	s.mu.Unlock()
+	out := make([]Activity, len(workers))
+	for i, w := range workers {
+		out[i] = w.Activity()
 	}
 	return out
 }

@@ -134,15 +134,16 @@ type Worker struct {
 	done   chan struct{}
 	ctl    chan string // pause, resume, restart: read by the run loop
 
-	mu      sync.Mutex // protects status, conn, session, items, logged, stderr
+	mu      sync.Mutex // protects status, conn, session, items, logged, stderr, hist
 	status  Status
 	conn    *codexrpc.Conn         // set in exactly the ready states, and while starting and stopping
 	session uint64                 // conn's number, from the global count
 	items   map[string]trackedItem // started items of this session by id, for cards
 	logged  map[string]bool        // notification methods already logged as unknown
 	stderr  []string               // codex's last stderr lines, across its processes
+	hist    history                // the last turns, across its processes
 
-	pubMu sync.Mutex // keeps Options.OnStatus calls in the order of the changes
+	pubMu sync.Mutex // keeps Options.OnStatus and OnActivity calls in the order of the changes
 }
 
 type trackedItem struct {
@@ -160,6 +161,39 @@ func newWorker(spec Spec, opts *Options, secrets *secretCache) *Worker {
 		ctl:     make(chan string),
 		status:  Status{Name: spec.Name, Cwd: spec.Cwd, State: StateStopped},
 		logged:  make(map[string]bool),
+		hist:    history{Activity: Activity{Worker: spec.Name}},
+	}
+}
+
+// Activity is what the worker has been doing: its last turns.
+func (w *Worker) Activity() Activity {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.hist.snapshot()
+}
+
+// record changes the history for session, as update changes the status,
+// and reports the change (Options.OnActivity) when f reports one.
+func (w *Worker) record(session uint64, f func(*history) bool) {
+	w.mu.Lock()
+	if session != w.session || !f(&w.hist) {
+		w.mu.Unlock()
+		return
+	}
+	w.activityChanged()
+}
+
+// activityChanged reports the history to Options.OnActivity, outside w.mu
+// but in the order of the changes. It is called with w.mu held, and
+// releases it.
+func (w *Worker) activityChanged() {
+	w.hist.Seq++
+	a := w.hist.snapshot()
+	w.pubMu.Lock()
+	w.mu.Unlock()
+	defer w.pubMu.Unlock()
+	if w.opts.OnActivity != nil {
+		w.opts.OnActivity(a)
 	}
 }
 
@@ -209,14 +243,20 @@ func (w *Worker) transition(s State, r running, lastErr error) {
 		w.items = make(map[string]trackedItem)
 	}
 	w.conn, w.session = r.conn, r.session
+	lost := false
 	if r.conn == nil {
 		w.status.TurnID = ""
 		clear(w.items)
+		lost = w.hist.lost()
 	}
 	if lastErr != nil {
 		w.status.LastError = lastErr.Error()
 	}
 	w.changed(old)
+	if lost {
+		w.mu.Lock()
+		w.activityChanged()
+	}
 }
 
 // update changes the status fields a running connection reports (turn,
@@ -674,6 +714,7 @@ func (w *Worker) StartTurn(ctx context.Context, prompt string) (string, error) {
 		return "", fmt.Errorf("start turn on %q: %w", w.spec.Name, err)
 	}
 	w.update(session, func(st *Status) { st.TurnID = res.Turn.ID })
+	w.record(session, func(h *history) bool { h.prompt(res.Turn.ID, prompt); return true })
 	return res.Turn.ID, nil
 }
 

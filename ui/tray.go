@@ -147,7 +147,7 @@ func (t *tray) menu(s snapshot) []item {
 	}
 	items = append(items, item{})
 	for _, w := range s.workers {
-		items = append(items, t.workerItem(w))
+		items = append(items, t.workerItem(w, s.activityOf(w.Name)))
 	}
 	items = append(items, item{})
 	if keys := t.hotkeyLine(); keys != "" {
@@ -190,7 +190,7 @@ func cardCount(n int) string {
 	return fmt.Sprintf("%d cards waiting", n)
 }
 
-func (t *tray) workerItem(w supervisor.Status) item {
+func (t *tray) workerItem(w supervisor.Status, a supervisor.Activity) item {
 	u := t.u
 	items := []item{{label: "State: " + string(w.State), disabled: true}}
 	if w.LastError != "" {
@@ -211,5 +211,5 @@ func (t *tray) workerItem(w supervisor.Status) item {
 		items = append(items, item{label: "Pause", action: act("pause", u.b.Pause)})
 	}
 	items = append(items, item{label: "Restart", action: act("restart", u.b.Restart)})
-	return item{label: w.Name + " — " + string(w.State), sub: items}
+	return item{label: wire.WorkerLine(w, a), sub: items}
 }

@@ -30,6 +30,7 @@ type Backend interface {
 	MarkShownInFull(id string, revision int, by approvals.By) error
 	Answer(approvals.Answer) (approvals.Answered, error)
 	Workers() []supervisor.Status
+	Activity() []supervisor.Activity
 	StartTask(ctx context.Context, worker, prompt string) (string, error)
 	Pause(worker string) error
 	Resume(worker string) error
@@ -107,11 +108,15 @@ func (u *UI) OnCardChange(ch approvals.Change) {
 // OnStatus is the supervisor's OnStatus hook.
 func (u *UI) OnStatus(supervisor.Status) { u.Changed() }
 
+// OnActivity is the supervisor's OnActivity hook.
+func (u *UI) OnActivity(supervisor.Activity) { u.Changed() }
+
 // snapshot is the state one redraw shows.
 type snapshot struct {
-	cards   []approvals.Card
-	workers []supervisor.Status
-	settle  time.Duration
+	cards    []approvals.Card
+	workers  []supervisor.Status
+	activity []supervisor.Activity // each worker's, in the order of workers
+	settle   time.Duration
 	// panelFailure says why the panel could not start; "" when it could.
 	panelFailure string
 }
@@ -119,16 +124,27 @@ type snapshot struct {
 func (s snapshot) equal(o snapshot) bool {
 	return slices.EqualFunc(s.cards, o.cards, func(a, b approvals.Card) bool {
 		return a.ID == b.ID && a.Revision == b.Revision && a.ShownInFull == b.ShownInFull
-	}) && slices.Equal(s.workers, o.workers) && s.settle == o.settle && s.panelFailure == o.panelFailure
+	}) && slices.Equal(s.workers, o.workers) && s.settle == o.settle && s.panelFailure == o.panelFailure &&
+		slices.EqualFunc(s.activity, o.activity, func(a, b supervisor.Activity) bool { return a.Worker == b.Worker && a.Seq == b.Seq })
 }
 
 func (s snapshot) state() wire.State {
-	return wire.State{Cards: s.cards, Workers: s.workers, SettleDelay: s.settle}
+	return wire.State{Cards: s.cards, Workers: s.workers, Activity: s.activity, SettleDelay: s.settle}
+}
+
+// activityOf is the activity of the named worker; none when it has none.
+func (s snapshot) activityOf(name string) supervisor.Activity {
+	for _, a := range s.activity {
+		if a.Worker == name {
+			return a
+		}
+	}
+	return supervisor.Activity{Worker: name}
 }
 
 func (u *UI) snapshot() snapshot {
 	return snapshot{
-		cards: u.b.Cards(), workers: u.b.Workers(),
+		cards: u.b.Cards(), workers: u.b.Workers(), activity: u.b.Activity(),
 		settle: time.Duration(u.settle.Load()), panelFailure: u.panel.failure(),
 	}
 }

@@ -83,6 +83,7 @@ func (b *backend) Answer(a approvals.Answer) (approvals.Answered, error) {
 func (b *backend) Workers() []supervisor.Status {
 	return []supervisor.Status{{Name: "api", Cwd: "/w", State: supervisor.StatePaused, LastError: "exit\x1b[31m 1"}}
 }
+func (b *backend) Activity() []supervisor.Activity                           { return nil }
 func (b *backend) StartTask(context.Context, string, string) (string, error) { return "turn-1", nil }
 func (b *backend) Pause(string) error                                        { return errors.New("no") }
 func (b *backend) Resume(string) error                                       { return nil }

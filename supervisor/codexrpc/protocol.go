@@ -28,6 +28,7 @@ const (
 	NotifyWarning             = "warning"
 	NotifyConfigWarning       = "configWarning"
 	NotifyDeprecationNotice   = "deprecationNotice"
+	NotifyTokenUsage          = "thread/tokenUsage/updated"
 )
 
 // The policy every worker runs under. It is sent on thread/start and again on
@@ -39,13 +40,14 @@ const (
 
 // NoisyNotifications are opted out of at initialize: streaming deltas and
 // counters that no card needs, which would otherwise dominate the stream.
+// Token usage is kept: it comes once per model response, and the activity
+// history shows it.
 var NoisyNotifications = []string{
 	"item/agentMessage/delta",
 	"item/reasoning/summaryTextDelta",
 	"item/reasoning/summaryPartAdded",
 	"item/reasoning/textDelta",
 	"item/commandExecution/outputDelta",
-	"thread/tokenUsage/updated",
 	"account/rateLimits/updated",
 	"mcpServer/startupStatus/updated",
 	"remoteControl/status/changed",
@@ -169,6 +171,21 @@ type RequestResolved struct {
 type TurnNotification struct {
 	ThreadID string `json:"threadId"`
 	Turn     Turn   `json:"turn"`
+}
+
+// TokenUsageUpdated is thread/tokenUsage/updated: the thread's usage after
+// a model response of the turn.
+type TokenUsageUpdated struct {
+	ThreadID   string `json:"threadId"`
+	TurnID     string `json:"turnId"`
+	TokenUsage struct {
+		Total TokenCount `json:"total"`
+		Last  TokenCount `json:"last"`
+	} `json:"tokenUsage"`
+}
+
+type TokenCount struct {
+	TotalTokens int64 `json:"totalTokens"`
 }
 
 type ThreadClosed struct {

@@ -74,10 +74,14 @@ type Panel struct {
 	buttons *fyne.Container
 	status  *widget.Label
 	people  *fyne.Container // a row per worker
-	inputs  map[string]func() string
-	allow   []*widget.Button // buttons that let something happen
-	actions map[approvals.Decision]func()
-	tasks   map[string]fyne.Window // open New task windows by worker
+	cardBox fyne.CanvasObject
+	// activity shows what each worker is doing while no card is open.
+	activity *activityView
+	act      []supervisor.Activity
+	inputs   map[string]func() string
+	allow    []*widget.Button // buttons that let something happen
+	actions  map[approvals.Decision]func()
+	tasks    map[string]fyne.Window // open New task windows by worker
 }
 
 // New builds the panel's window on app; Show puts it on screen.
@@ -107,9 +111,10 @@ func New(app fyne.App, b Backend) *Panel {
 	p.status.Wrapping = fyne.TextWrapWord
 	p.people = container.NewVBox()
 	bottom := container.NewVBox(p.form, container.NewHBox(p.showAll), p.buttons, p.status)
-	body := container.NewBorder(container.NewVBox(p.header), bottom, nil, nil, p.body.box)
+	p.cardBox = container.NewBorder(container.NewVBox(p.header), bottom, nil, nil, p.body.box)
+	p.activity = newActivityView(p)
 	left := container.NewBorder(nil, p.people, nil, nil, p.list)
-	split := container.NewHSplit(left, body)
+	split := container.NewHSplit(left, container.NewStack(p.cardBox, p.activity.scroll))
 	split.Offset = 0.28
 	p.win.SetContent(container.NewStack(split, newFrameProbe(b.Ready)))
 	p.win.Resize(fyne.NewSize(980, 620))
@@ -157,10 +162,13 @@ func (p *Panel) shortcuts() {
 func (p *Panel) Update(s wire.State) {
 	p.settle = s.SettleDelay
 	p.cards = s.Cards
-	if !slices.Equal(p.workers, s.Workers) {
-		p.workers = s.Workers
+	workersChanged := !slices.Equal(p.workers, s.Workers)
+	actChanged := !slices.EqualFunc(p.act, s.Activity, func(a, b supervisor.Activity) bool { return a.Worker == b.Worker && a.Seq == b.Seq })
+	p.workers, p.act = s.Workers, s.Activity
+	if workersChanged || actChanged {
 		p.showWorkers()
 	}
+	p.activity.update(s.Workers, s.Activity, workersChanged)
 	p.list.Refresh()
 	cards := s.Cards
 	i := slices.IndexFunc(cards, func(c approvals.Card) bool { return c.ID == p.current.ID })
@@ -205,12 +213,16 @@ func (p *Panel) render(c approvals.Card) {
 	p.buttons.RemoveAll()
 	p.allow, p.actions, p.inputs = nil, map[approvals.Decision]func(){}, map[string]func() string{}
 	defer p.win.Content().Refresh() // the bottom's height follows its new contents
-	if c.ID == "" {
+	if c.ID == "" {                 // cards come first; with none, the activity
+		p.cardBox.Hide()
+		p.activity.scroll.Show()
 		p.header.SetText("No cards waiting")
 		p.body.setRows(nil)
 		p.showAll.Hide()
 		return
 	}
+	p.activity.scroll.Hide()
+	p.cardBox.Show()
 	p.header.SetText(fmt.Sprintf("%s · %s · revision %d", c.ID, c.Kind, c.Revision))
 	if changed && !c.Truncated && !c.ShownInFull {
 		p.reportShown(c)
@@ -365,13 +377,13 @@ func (p *Panel) reportShown(c approvals.Card) {
 	}()
 }
 
-// showWorkers lays out a row per worker: its state, New task, Pause or
-// Resume, and Restart.
+// showWorkers lays out a row per worker: its state and what it is doing,
+// New task, Pause or Resume, and Restart.
 func (p *Panel) showWorkers() {
 	p.people.RemoveAll()
 	for _, w := range p.workers {
 		name := w.Name
-		state := widget.NewLabel(name + " — " + string(w.State))
+		state := widget.NewLabel(wire.WorkerLine(w, activityOf(p.act, name)))
 		if w.LastError != "" {
 			state.SetText(state.Text + ": " + approvals.FirstLine(approvals.Escape(w.LastError, false), labelBytes))
 		}

@@ -2,8 +2,8 @@
 // process: a socketpair the main process creates and passes to the panel as
 // file descriptor 3, carrying newline-delimited JSON.
 //
-// The main process pushes Updates: a whole State (cards, oldest first, and
-// worker statuses) whenever it changes, Show to bring a card or a New task
+// The main process pushes Updates: a whole State (cards, oldest first,
+// worker statuses and their activity) whenever it changes, Show to bring a card or a New task
 // form to the front, and a Reply to each Request. The panel sends Requests:
 // "ready" once its first frame is painted, "answer", "full" (the whole text
 // of a card), "shown" (that text was put on screen), "task", and "pause",
@@ -49,6 +49,8 @@ type Update struct {
 type State struct {
 	Cards   []approvals.Card    `json:"cards"`
 	Workers []supervisor.Status `json:"workers"`
+	// Activity is each worker's last turns, in the order of Workers.
+	Activity []supervisor.Activity `json:"activity,omitempty"`
 	// SettleDelay holds allow buttons back after a card is put on screen.
 	SettleDelay time.Duration `json:"settleDelay"`
 }
@@ -173,4 +175,34 @@ const labelBytes = 80
 // the file names.
 func CardLabel(c approvals.Card) string {
 	return c.Worker + " · " + string(c.Kind) + ": " + c.Summary(labelBytes)
+}
+
+// WorkerLine is a worker in one short escaped line, as the tray menu and the
+// panel show it: its state and what it is doing, "api — working: <the first
+// line of the agent's last message>", or how its last turn ended. The
+// worker's last error is not in it: each view shows that apart.
+func WorkerLine(st supervisor.Status, a supervisor.Activity) string {
+	line := st.Name + " — " + string(st.State)
+	last, ok := a.Last()
+	switch {
+	case ok && last.Status == supervisor.TurnWorking && (st.State == supervisor.StateWorking || st.State == supervisor.StateWaiting):
+		if msg := last.LastMessage(); msg != "" {
+			line += ": " + approvals.FirstLine(msg, labelBytes)
+		}
+	case ok && st.State == supervisor.StateIdle && last.Status != supervisor.TurnWorking:
+		line += " · last turn " + last.Status
+		if why := TurnOutcome(last); why != "" {
+			line += ": " + approvals.FirstLine(why, labelBytes)
+		}
+	}
+	return line
+}
+
+// TurnOutcome is what a turn came to, escaped: codex's error for a failed
+// or interrupted turn, else the agent's last message.
+func TurnOutcome(t supervisor.Turn) string {
+	if t.Error != "" {
+		return t.Error
+	}
+	return t.LastMessage()
 }
