@@ -90,7 +90,13 @@ const home = "/home/me/api"
 // content their diffs apply to, and returns their directory.
 func workspace(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
+	// The path is replaced by /home/me/api in what is shown, but where a
+	// card is capped depends on its length: give it one length always.
+	base := t.TempDir()
+	dir := filepath.Join(base, strings.Repeat("w", max(120-len(base), 1)))
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	for name, content := range map[string]string{
 		"main.go": "package main\n\nconst greeting = \"helo\"\n",
 		"gen.txt": "",
