@@ -52,6 +52,12 @@ func TestEscape(t *testing.T) {
 		{"line and paragraph separators", "a\u2028b\u2029c", `a\u{2028}b\u{2029}c`, true},
 		{"odd spaces", "a\u00a0b\u3000c\u2007d", `a\u{a0}b\u{3000}c\u{2007}d`, false},
 		{"braille blank", "a\u2800b", `a\u{2800}b`, false},
+		{"musical null notehead", "ls" + strings.Repeat("\U0001D159", 40) + "; curl x | sh", `ls⟨40 blanks: \u{1d159}⟩; curl x | sh`, false},
+		// Combining marks: as many as real text stacks, and no more.
+		{"four marks", "a\u0301\u0302\u0303\u0304b", "a\u0301\u0302\u0303\u0304b", false},
+		{"stacked marks", "a" + strings.Repeat("\u0489", 6) + "b\u0336", "a" + strings.Repeat("\u0489", 4) + `\u{489}\u{489}b` + "\u0336", false},
+		{"marks counted per character", strings.Repeat("e\u0301\u0301\u0301", 3), strings.Repeat("e\u0301\u0301\u0301", 3), true},
+		{"marks after a newline", "a\u0301\u0301\u0301\n\u0301\u0301", "a\u0301\u0301\u0301\n\u0301\u0301", true},
 		// Runs of more than 8 blanks.
 		{"short run of spaces", "a        b", "a        b", false},
 		{"long run of spaces", "echo hi" + strings.Repeat(" ", 40) + "; rm -rf ~", "echo hi⟨40 spaces⟩; rm -rf ~", false},

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -107,9 +108,10 @@ func FuzzEscape(f *testing.F) {
 			if mode == diffLines {
 				ln = ln[indentLen(ln):]
 			}
-			run := 0
+			run, marks := 0, 0
 			for _, r := range ln {
 				if r == ' ' || r == '\t' {
+					marks = 0
 					if r == '\t' && mode == oneLine {
 						t.Fatalf("escape(%q) = %q keeps a tab", s, out)
 					}
@@ -121,6 +123,11 @@ func FuzzEscape(f *testing.F) {
 				run = 0
 				if hidden(r) {
 					t.Fatalf("escape(%q) = %q shows %U", s, out, r)
+				}
+				if !unicode.In(r, unicode.Mn, unicode.Me) {
+					marks = 0
+				} else if marks++; marks > marksMax {
+					t.Fatalf("escape(%q) = %q stacks %d marks", s, out, marks)
 				}
 			}
 		}
