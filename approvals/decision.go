@@ -336,9 +336,12 @@ func showChange(files *disk, path, kind, move, diff string) (FileChange, string,
 			body.WriteString("\n")
 		}
 	}
-	old, exists, err := files.file(path)
+	old, exists, at, err := files.file(path)
 	if err != nil {
 		return shown, "", err
+	}
+	if at != path {
+		shown.At = line(at)
 	}
 	if !exists && kind != "add" {
 		return shown, "", refuse("%s does not exist on disk, so the %s cannot be shown", shown.Path, kind)
@@ -374,9 +377,16 @@ func showChange(files *disk, path, kind, move, diff string) (FileChange, string,
 		if err != nil {
 			return shown, "", refuse("the diff of %s does not apply to the file on disk: %v", shown.Path, err)
 		}
-		dest, destExists, err := files.file(move)
+		dest, destExists, destAt, err := files.file(move)
 		if err != nil {
 			return shown, "", err
+		}
+		if destAt == at {
+			return shown, "", refuse("%s is moved onto itself", shown.Path)
+		}
+		shown.At = ""
+		if destAt != move {
+			shown.At = line(destAt)
 		}
 		shown.Kind, shown.MovePath, shown.Replaces = "move", line(move), destExists
 		header(shown.describe())
