@@ -22,6 +22,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/godbus/dbus/v5"
 
@@ -322,10 +323,40 @@ func (n *Notifier) replace(ctx context.Context, prev, s *shown, nt note) {
 	}
 }
 
-// holdsWhole: the card's whole text fits in a notification's body.
+// holdsWhole: the card's whole text fits in a notification's body, as
+// the servers show it. They wrap long lines and cut what passes their
+// height, silently or with an ellipsis in the middle (dunst's defaults: 300
+// pixels wide and high, ellipsize = middle), so the text must fit in a few
+// rows of a narrow box, counting wrapped lines, not just in a few lines.
 func holdsWhole(c approvals.Card) bool {
-	const wholeBytes, wholeLines = 1024, 12
-	return !c.Truncated && c.Body != "" && len(c.Body) <= wholeBytes && strings.Count(c.Body, "\n") <= wholeLines
+	const wholeBytes = 1024
+	return !c.Truncated && c.Body != "" && len(c.Body) <= wholeBytes && rows(strings.TrimSuffix(c.Body, "\n")) <= wholeRows
+}
+
+// A body is shown whole if it takes at most wholeRows rows of wholeColumns
+// columns.
+const wholeRows, wholeColumns = 12, 40
+
+// rows is how many rows text takes wrapped at wholeColumns columns,
+// counting a tab as 8 columns and any other code point but ASCII as 2 (it
+// may be wide).
+func rows(text string) int {
+	n := 0
+	for line := range strings.SplitSeq(text, "\n") {
+		cols := 0
+		for _, r := range line {
+			switch {
+			case r == '\t':
+				cols += 8
+			case r < utf8.RuneSelf:
+				cols++
+			default:
+				cols += 2
+			}
+		}
+		n += max(1, (cols+wholeColumns-1)/wholeColumns)
+	}
+	return n
 }
 
 // quickYes: the card may be allowed without opening the panel, by the
