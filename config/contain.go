@@ -164,12 +164,18 @@ func (g *Guard) workerOwn(w Worker) []Owned {
 	for _, bin := range g.binaries(w) {
 		own = append(own, Owned{What: "the codex binary it runs,", Path: bin})
 	}
-	home := g.CodexHome
+	homes := []string{g.CodexHome}
 	if v, ok := w.Env["CODEX_HOME"]; ok {
-		home = v
+		homes = []string{v}
+	} else if v, ok := w.Env["HOME"]; ok && v != "" {
+		// Without CODEX_HOME codex's home is $HOME/.codex, of the env
+		// the worker is given (when Codexgate's own has no CODEX_HOME).
+		homes = append(homes, filepath.Join(v, ".codex"))
 	}
-	if home != "" {
-		own = append(own, Owned{What: "codex's home (its own config)", Path: home})
+	for _, home := range homes {
+		if home != "" {
+			own = append(own, Owned{What: "codex's home (its own config)", Path: home})
+		}
 	}
 	return own
 }

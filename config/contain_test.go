@@ -196,6 +196,8 @@ func TestLoadRefusesWorkers(t *testing.T) {
 		[]string{"unknown", fmt.Sprintf("cwd = %q", l.other), `args = ["--yolo"]`},
 		[]string{"tmpdir", fmt.Sprintf("cwd = %q", l.other), fmt.Sprintf("env = { TMPDIR = %q }", l.home)},
 		[]string{"codexhome", fmt.Sprintf("cwd = %q", l.other), fmt.Sprintf("env = { CODEX_HOME = %q }", filepath.Join(l.other, ".codex"))},
+		// Without CODEX_HOME, codex's home is $HOME/.codex of the worker's own env.
+		[]string{"envhome", fmt.Sprintf("cwd = %q", l.other), fmt.Sprintf("env = { HOME = %q }", filepath.Join(l.other, "sub"))},
 	)
 	cfg, err := Load(l.cfg, l.guard)
 	if err != nil {
@@ -209,6 +211,7 @@ func TestLoadRefusesWorkers(t *testing.T) {
 		"unknown":   `argument "--yolo"`,
 		"tmpdir":    "TMPDIR " + l.home + " is your home directory",
 		"codexhome": "workspace contains codex's home (its own config) " + filepath.Join(l.other, ".codex"),
+		"envhome":   "workspace contains codex's home (its own config) " + filepath.Join(l.other, "sub", ".codex"),
 	}
 	for _, w := range cfg.Workers {
 		if want[w.Name] == "" && w.Refused != "" || !strings.Contains(w.Refused, want[w.Name]) {
