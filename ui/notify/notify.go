@@ -448,7 +448,13 @@ func (n *Notifier) flushHeld(ctx context.Context) {
 
 // signal follows what the person did with a notification.
 func (n *Notifier) signal(ctx context.Context, sig *dbus.Signal) {
-	if !n.srv.from(ctx, sig) {
+	ok, changed := n.srv.from(ctx, sig)
+	if changed {
+		n.log.Warn("the notification server changed; the notifications shown before can no longer be answered")
+		clear(n.byCard)
+		clear(n.byID)
+	}
+	if !ok {
 		n.log.Warn("ignored a notification signal that the notification server did not send", "sender", sig.Sender, "name", sig.Name)
 		return
 	}

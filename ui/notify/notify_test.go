@@ -50,6 +50,7 @@ func (c *clock) Add(d time.Duration) {
 // answering into a real queue.
 type harness struct {
 	t     *testing.T
+	addr  string
 	srv   *fakeServer
 	q     *approvals.Queue
 	audit *approvalstest.Audit
@@ -63,7 +64,7 @@ type harness struct {
 func start(t *testing.T, caps ...string) *harness {
 	t.Helper()
 	addr := privateBus(t)
-	h := &harness{t: t, srv: startServer(t, addr, caps...), audit: &approvalstest.Audit{}, clk: &clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}}
+	h := &harness{t: t, addr: addr, srv: startServer(t, addr, caps...), audit: &approvalstest.Audit{}, clk: &clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}}
 	h.q = approvals.NewQueue(approvals.Options{
 		Limits: approvals.Limits{ShowBytes: 4096, MaxBytes: 1 << 20}, SettleDelay: time.Second,
 		Audit: h.audit, Now: h.clk.Now, Log: slog.New(slog.DiscardHandler),
