@@ -107,6 +107,17 @@ func (g *Guard) check(path string, src []byte, cfg *Config) error {
 			roots[i] = rs
 		}
 	}
+	// Only now that every worker's roots are known: a root inside another
+	// worker's is refused.
+	nested := make([]string, len(cfg.Workers))
+	for i := range cfg.Workers {
+		nested[i] = insideAnother(roots, i, cfg.Workers)
+	}
+	for i, why := range nested {
+		if why != "" {
+			cfg.Workers[i].Refused, roots[i] = why, nil
+		}
+	}
 	var errs []error
 	for i, w := range cfg.Workers {
 		fail := func(format string, args ...any) {
@@ -136,6 +147,34 @@ func (g *Guard) check(path string, src []byte, cfg *Config) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// insideAnother is why a root of worker i lies inside a root of another
+// worker that may run, or "". That worker's sandbox could replace the
+// folder by a link to anywhere, and codex, given the path, then lets the
+// worker's sandbox write where the link points (it checks only links
+// inside the worker's own writable roots). /tmp and TMPDIR are every
+// worker's: codex refuses a path through a link there itself.
+func insideAnother(roots [][]writable, i int, workers []Worker) string {
+	shared := func(r writable) bool { return r.From == "TMPDIR" || r.Path == slashTmp }
+	for _, r := range roots[i] {
+		if shared(r) {
+			continue
+		}
+		for j, rs := range roots {
+			for _, q := range rs {
+				if j == i || shared(q) || same(q.Path, r.Path) || !contains(q.Path, r.Path) {
+					continue
+				}
+				label := r.From
+				if r.From != "workspace" {
+					label += " " + r.Path
+				}
+				return fmt.Sprintf("refused: %s lies inside %s %s of worker %q, whose sandbox could replace it by a link to anywhere. Give each worker a folder that no other worker's sandbox can write", label, q.From, q.Path, workers[j].Name)
+			}
+		}
+	}
+	return ""
 }
 
 // binaries are the codex paths a worker runs: the configured (or default)

@@ -188,6 +188,7 @@ func writeConfig(t *testing.T, path string, workers ...[]string) {
 func TestLoadRefusesWorkers(t *testing.T) {
 	t.Parallel()
 	l := newLayout(t)
+	os.Mkdir(filepath.Join(l.proj, "sub"), 0o700)
 	writeConfig(t, l.cfg,
 		[]string{"ok", fmt.Sprintf("cwd = %q", l.proj)},
 		[]string{"home", fmt.Sprintf("cwd = %q", l.home+"/")},
@@ -198,6 +199,9 @@ func TestLoadRefusesWorkers(t *testing.T) {
 		[]string{"codexhome", fmt.Sprintf("cwd = %q", l.other), fmt.Sprintf("env = { CODEX_HOME = %q }", filepath.Join(l.other, ".codex"))},
 		// Without CODEX_HOME, codex's home is $HOME/.codex of the worker's own env.
 		[]string{"envhome", fmt.Sprintf("cwd = %q", l.other), fmt.Sprintf("env = { HOME = %q }", filepath.Join(l.other, "sub"))},
+		// The sandbox of "ok" could replace the folder of "inner" by a link to the home.
+		[]string{"inner", fmt.Sprintf("cwd = %q", filepath.Join(l.proj, "sub"))},
+		[]string{"same", fmt.Sprintf("cwd = %q", filepath.Join(l.base, "projlink"))},
 	)
 	cfg, err := Load(l.cfg, l.guard)
 	if err != nil {
@@ -212,6 +216,8 @@ func TestLoadRefusesWorkers(t *testing.T) {
 		"tmpdir":    "TMPDIR " + l.home + " is your home directory",
 		"codexhome": "workspace contains codex's home (its own config) " + filepath.Join(l.other, ".codex"),
 		"envhome":   "workspace contains codex's home (its own config) " + filepath.Join(l.other, "sub", ".codex"),
+		"inner":     "workspace lies inside workspace " + l.proj + ` of worker "ok"`,
+		"same":      "",
 	}
 	for _, w := range cfg.Workers {
 		if want[w.Name] == "" && w.Refused != "" || !strings.Contains(w.Refused, want[w.Name]) {
