@@ -105,7 +105,7 @@ func buildCommand(raw json.RawMessage) (*built, error) {
 			return nil, refuse("network request without a host")
 		}
 		c.Kind = KindNetwork
-		c.Host = line(p.NetworkApprovalContext.Host)
+		c.Host = hostLine(p.NetworkApprovalContext.Host)
 		c.Protocol = line(p.NetworkApprovalContext.Protocol)
 	}
 	// A sub-approval (approvalId set) is judged on its own command: it never
@@ -135,7 +135,7 @@ func buildCommand(raw json.RawMessage) (*built, error) {
 	}
 	c.Amendment = lines(p.ProposedExecpolicyAmendment)
 	for _, a := range p.ProposedNetworkAmendments {
-		c.HostRules = append(c.HostRules, line(a.Action+" "+a.Host))
+		c.HostRules = append(c.HostRules, line(a.Action)+" "+hostLine(a.Host))
 	}
 
 	if p.AvailableDecisions == nil {

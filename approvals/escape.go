@@ -302,6 +302,23 @@ func hidden(r rune) bool {
 	return true // C, Z and unassigned
 }
 
+// hostLine is a host name as a person may safely compare it: printable
+// ASCII as it is, and every other code point (a space, a Cyrillic а that
+// looks like a Latin a) or invalid byte as its escape.
+func hostLine(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r > ' ' && r < 0x7f {
+			b.WriteRune(r)
+		} else {
+			writeEscape(&b, kindOf(r, size, s[i]))
+		}
+		i += size
+	}
+	return b.String()
+}
+
 // Cap cuts s to at most limit bytes at a rune boundary, preferring the end
 // of a line, and reports whether it cut.
 func Cap(s string, limit int) (string, bool) {

@@ -122,6 +122,30 @@ func TestHiddenClasses(t *testing.T) {
 	}
 }
 
+func TestHostLine(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"api.openai.com":         "api.openai.com",
+		"аpi.openai.com":         `\u{430}pi.openai.com`, // Cyrillic а
+		"ex​ample.com":           `ex\u{200b}ample.com`,
+		"example.com evil.org":   `example.com\u{20}evil.org`,
+		"b\xfcd.example":         `b\x{fc}d.example`,
+		"[2001:db8::1]:443":      "[2001:db8::1]:443",
+		"xn--pi-7ed.example.com": "xn--pi-7ed.example.com",
+	} {
+		if got := hostLine(in); got != want {
+			t.Errorf("hostLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+	b, err := build(req(MethodCommandApproval, strings.ReplaceAll(networkCommand, "example.com", "exаmple.com"), ""), DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.card.Host != `ex\u{430}mple.com` || len(b.card.HostRules) != 1 || b.card.HostRules[0] != `allow ex\u{430}mple.com` {
+		t.Errorf("network card shows host %q, rules %q", b.card.Host, b.card.HostRules)
+	}
+}
+
 func TestFirstLine(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
