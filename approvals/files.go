@@ -97,8 +97,8 @@ func landing(path string) (string, error) {
 		real, err := filepath.EvalSymlinks(dir)
 		if err == nil {
 			at := filepath.Join(real, rest)
-			if strings.Contains(rest, "..") {
-				return landing(at) // a ".." in what is to be created: resolve again, cleaned
+			if slices.Contains(strings.Split(rest, "/"), "..") {
+				return landing(at) // a ".." in what is to be created: resolve again, cleaned (it has none)
 			}
 			return at, nil
 		}

@@ -235,6 +235,28 @@ func TestFileChangesWhereTheyLand(t *testing.T) {
 	}
 }
 
+func TestLanding(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "d"), 0o700)
+	os.Symlink(filepath.Join(dir, "d"), filepath.Join(dir, "link"))
+	for in, want := range map[string]string{
+		dir + "/a..b":             dir + "/a..b",
+		dir + "/new..dir/x":       dir + "/new..dir/x",
+		dir + "/d/./x":            dir + "/d/x",
+		dir + "//d/x":             dir + "/d/x",
+		dir + "/no/such/../../x":  dir + "/x",
+		dir + "/link/x":           dir + "/d/x",
+		dir + "/no/../link/x":     dir + "/d/x",
+		dir + "/link/../x":        dir + "/x",
+		dir + "/no/such/dir/x..y": dir + "/no/such/dir/x..y",
+	} {
+		if got, err := landing(in); err != nil || got != want {
+			t.Errorf("landing(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
 // TestAFolderSwappedForALinkIsAChange: the sandbox can replace a folder of
 // the workspace by a link to anywhere between the card and the yes; the
 // re-read sees that the path now lands elsewhere, even where no file is.
