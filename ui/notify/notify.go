@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -38,9 +39,13 @@ const (
 )
 
 // Action keys, as the server reports them in ActionInvoked. "default" is
-// a click on the notification itself.
+// a click on the notification itself. Allow's key names the revision it
+// was offered on, "allow:2": a notification replaced in place keeps its
+// id, and a server reports the key of the action the person chose, which
+// may have been offered before the card changed (dunst's context menu keeps
+// the keys it listed when it opened).
 const (
-	actionAllow   = "allow"
+	actionAllow   = "allow:"
 	actionDeny    = "deny"
 	actionOpen    = "open"
 	actionDefault = "default"
@@ -372,7 +377,7 @@ func (n *Notifier) actions(c approvals.Card, allow bool) []string {
 	}
 	var a []string
 	if allow {
-		a = append(a, actionAllow, "Allow")
+		a = append(a, actionAllow+strconv.Itoa(c.Revision), "Allow")
 	}
 	if slices.Contains(c.Decisions, approvals.DecisionDeny) {
 		a = append(a, actionDeny, "Deny")
@@ -482,32 +487,33 @@ func (n *Notifier) signal(ctx context.Context, sig *dbus.Signal) {
 }
 
 func (n *Notifier) action(ctx context.Context, s *shown, key string) {
+	if rev, ok := strings.CutPrefix(key, actionAllow); ok {
+		revision, err := strconv.Atoi(rev)
+		if !s.allow || err != nil {
+			n.log.Warn("ignored Allow on a notification that does not offer it", "card", s.card.ID, "key", key)
+			return
+		}
+		n.answer(ctx, s, approvals.DecisionAllow, revision)
+		return
+	}
 	switch key {
 	case actionDefault, actionOpen:
 		if n.opts.OpenPanel != nil {
 			n.opts.OpenPanel(s.card.ID)
 		}
-	case actionAllow:
-		if !s.allow {
-			n.log.Warn("ignored Allow on a notification that does not offer it", "card", s.card.ID)
-			return
-		}
-		n.answer(ctx, s, approvals.DecisionAllow)
 	case actionDeny:
 		if s.card.ID != "" {
-			n.answer(ctx, s, approvals.DecisionDeny)
+			n.answer(ctx, s, approvals.DecisionDeny, s.card.Revision)
 		}
 	}
 }
 
-// answer sends the decision on the revision the notification showed. A
-// notification replaced in place keeps its id, so a click just as the new
-// revision appears is read as on the new one: the queue refuses an Allow on
-// a card that changed within the settle delay, so it does not count.
-// A refusal is explained by a notification that, while the card is open,
-// takes the place of the card's, with the same actions.
-func (n *Notifier) answer(ctx context.Context, s *shown, d approvals.Decision) {
-	sent, err := n.opts.Queue.Answer(approvals.Answer{Card: s.card.ID, Revision: s.card.Revision, Decision: d, By: approvals.ByNotification})
+// answer sends the decision on the revision it was chosen on: an Allow's
+// key names it, so a click on a revision since replaced is refused as
+// stale. A refusal is explained by a notification that, while the card is
+// open, takes the place of the card's, with the same actions.
+func (n *Notifier) answer(ctx context.Context, s *shown, d approvals.Decision, revision int) {
+	sent, err := n.opts.Queue.Answer(approvals.Answer{Card: s.card.ID, Revision: revision, Decision: d, By: approvals.ByNotification})
 	if err == nil {
 		n.log.Info("answered from a notification", "card", sent.Card.ID, "decision", sent.Decision)
 		return

@@ -174,7 +174,7 @@ func TestCardNotifications(t *testing.T) {
 			case !slices.Contains(tc.caps, "actions"):
 				wantKeys = nil
 			case tc.allow:
-				wantKeys = append([]string{"allow"}, wantKeys...)
+				wantKeys = append([]string{"allow:1"}, wantKeys...)
 			}
 			if !slices.Equal(keys, wantKeys) {
 				t.Errorf("actions %q, want the keys %q", c.actions, wantKeys)
@@ -231,7 +231,7 @@ func TestActionsAnswerTheRevisionShown(t *testing.T) {
 		decision approvals.Decision
 		reply    string
 	}{
-		{"allow", approvals.DecisionAllow, `{"decision":"accept"}`},
+		{"allow:1", approvals.DecisionAllow, `{"decision":"accept"}`},
 		{"deny", approvals.DecisionDeny, `{"decision":"decline"}`},
 	} {
 		t.Run(tc.key, func(t *testing.T) {
@@ -280,7 +280,7 @@ func TestRefusedAllowIsExplained(t *testing.T) {
 	h := start(t, allCaps...)
 	card, replies := h.command("api", "0", "rm a.txt")
 	first := h.srv.wait(1)[0]
-	h.srv.invoke(first.id, "allow") // inside the settle delay
+	h.srv.invoke(first.id, "allow:1") // inside the settle delay
 	calls := h.srv.wait(3)
 	if calls[1].method != "CloseNotification" || calls[1].id != first.id {
 		t.Errorf("the refused notification was not taken back: %+v", calls[1])
@@ -290,7 +290,7 @@ func TestRefusedAllowIsExplained(t *testing.T) {
 		!strings.Contains(why.body, "api command rm a.txt: it just arrived or changed; look at it, then press again") {
 		t.Fatalf("explanation %+v", why)
 	}
-	if !slices.Contains(why.actions, "allow") || why.expire != 0 {
+	if !slices.Contains(why.actions, "allow:1") || why.expire != 0 {
 		t.Errorf("the explanation does not stand for the card: %+v", why)
 	}
 	if len(h.q.Cards()) != 1 || len(replies.Sent()) != 0 {
@@ -298,7 +298,7 @@ func TestRefusedAllowIsExplained(t *testing.T) {
 	}
 	// Pressed again once the card settled, it answers.
 	h.clk.Add(2 * time.Second)
-	h.srv.invoke(why.id, "allow")
+	h.srv.invoke(why.id, "allow:1")
 	if r := h.answered(card.ID); r.Decision != approvals.DecisionAllow || r.By != approvals.ByNotification {
 		t.Errorf("audit %+v", r)
 	}
