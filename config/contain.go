@@ -422,7 +422,17 @@ func judge(path []string, value any, arg string) ([]writable, error) {
 				roots = append(roots, writable{Path: s, From: "writable root from -c " + arg + ","})
 			}
 			return roots, nil
-		case len(p) == 2 && slices.Contains([]string{"network_access", "exclude_tmpdir_env_var", "exclude_slash_tmp"}, p[1]):
+		case len(p) == 2 && p[1] == "network_access":
+			// With network access codex lets the sandbox open any socket,
+			// and every Unix socket is reachable by its path or its
+			// abstract name: the session bus (systemd-run runs anything
+			// outside the sandbox; the keyring hands out secrets), the X
+			// display (synthetic keys press the allow hotkey), the
+			// ssh-agent. A worker with it could answer its own cards.
+			if value != false {
+				return nil, fmt.Errorf("%s: a sandbox with network access can reach your session bus, display and ssh-agent, and through them answer its own cards and run commands outside the sandbox", strings.Join(path, "."))
+			}
+		case len(p) == 2 && slices.Contains([]string{"exclude_tmpdir_env_var", "exclude_slash_tmp"}, p[1]):
 		default:
 			return nil, fmt.Errorf("%s: codexgate cannot tell whether it widens the sandbox", strings.Join(path, "."))
 		}

@@ -122,7 +122,10 @@ func TestArgRoots(t *testing.T) {
 	}{
 		{"model settings", []string{"-c", `model="o3"`, "-c", `model_providers.m={name="m",base_url="http://x"}`, "--enable", "f", "--disable=g", "--strict-config"}, nil, nil, ""},
 		{"writable_roots", []string{"-c", `sandbox_workspace_write.writable_roots=["/a", "rel"]`}, nil, []string{"/a", "/ws/rel"}, ""},
-		{"the table form", []string{"-c", `sandbox_workspace_write={writable_roots=["/a"], network_access=true}`}, nil, []string{"/a"}, ""},
+		{"the table form", []string{"-c", `sandbox_workspace_write={writable_roots=["/a"], network_access=false}`}, nil, []string{"/a"}, ""},
+		{"network access", []string{"-c", "sandbox_workspace_write.network_access=true"}, nil, nil, "can reach your session bus"},
+		{"a profile's network access", []string{"-c", `profiles.p={sandbox_workspace_write={network_access=true}}`}, nil, nil, "can reach your session bus"},
+		{"network access not a bool", []string{"-c", `sandbox_workspace_write.network_access="yes"`}, nil, nil, "can reach your session bus"},
 		{"--config=", []string{`--config=sandbox_workspace_write.writable_roots=["/a"]`}, nil, []string{"/a"}, ""},
 		{"-c glued", []string{`-csandbox_workspace_write.writable_roots=['/a']`}, nil, []string{"/a"}, ""},
 		{"spaces around", []string{"-c", ` sandbox_workspace_write.writable_roots = [ "/a" ] `}, nil, []string{"/a"}, ""},
