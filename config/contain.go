@@ -374,6 +374,10 @@ func overrideRoots(kv string) ([]writable, error) {
 // own config file.
 var refusedKeys = []string{"permissions", "default_permissions", "sandbox_permissions", "profile"}
 
+// programKeys name programs codex runs itself, outside the sandbox: the
+// notify hook at every turn's end, lifecycle hooks, MCP servers.
+var programKeys = []string{"notify", "hooks", "mcp_servers"}
+
 // judge is the writable roots that setting path to value adds; an error
 // when it could widen the sandbox otherwise. Tables are judged key by key.
 func judge(path []string, value any, arg string) ([]writable, error) {
@@ -386,6 +390,9 @@ func judge(path []string, value any, arg string) ([]writable, error) {
 	}
 	if len(p) > 0 && slices.Contains(refusedKeys, p[0]) {
 		return nil, fmt.Errorf("%s can widen the sandbox in ways codexgate cannot check", strings.Join(path, "."))
+	}
+	if len(p) > 0 && (slices.Contains(programKeys, p[0]) || strings.HasSuffix(p[len(p)-1], "command")) {
+		return nil, fmt.Errorf("%s names a program codex runs outside the sandbox, which codexgate cannot check; a script the sandbox can write would run there", strings.Join(path, "."))
 	}
 	if table, ok := value.(map[string]any); ok {
 		var roots []writable
