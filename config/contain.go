@@ -37,6 +37,9 @@ type Guard struct {
 	// TempDir is the TMPDIR workers inherit ("" when unset): codex lets
 	// the sandbox write it.
 	TempDir string
+	// Path is the PATH workers inherit. Codex runs programs it finds there
+	// (git, at every turn) outside the sandbox.
+	Path string
 	// CodexHome is the CODEX_HOME workers inherit (codex's default when
 	// unset). Codex's own config there can run commands outside the
 	// sandbox, so it is protected like Codexgate's.
@@ -113,6 +116,11 @@ func (g *Guard) check(path string, src []byte, cfg *Config) error {
 	for i := range cfg.Workers {
 		nested[i] = insideAnother(roots, i, cfg.Workers)
 	}
+	for i, w := range cfg.Workers {
+		if nested[i] == "" && roots[i] != nil {
+			nested[i] = g.pathProblem(w, i, roots, cfg.Workers)
+		}
+	}
 	for i, why := range nested {
 		if why != "" {
 			cfg.Workers[i].Refused, roots[i] = why, nil
@@ -171,6 +179,43 @@ func insideAnother(roots [][]writable, i int, workers []Worker) string {
 					label += " " + r.Path
 				}
 				return fmt.Sprintf("refused: %s lies inside %s %s of worker %q, whose sandbox could replace it by a link to anywhere. Give each worker a folder that no other worker's sandbox can write", label, q.From, q.Path, workers[j].Name)
+			}
+		}
+	}
+	return ""
+}
+
+// pathProblem is why worker i's PATH (inherited, or set by its env) is
+// unsafe, or "". Codex runs programs it finds there (git at every turn)
+// outside the sandbox: a relative or empty entry is looked up in the
+// workspace, and an entry inside a writable root of a worker that may run
+// (a virtualenv's bin in the project, /tmp) is one its sandbox can fill.
+func (g *Guard) pathProblem(w Worker, i int, roots [][]writable, workers []Worker) string {
+	path := g.Path
+	if v, ok := w.Env["PATH"]; ok {
+		path = v
+	}
+	const why = "codex runs git and other programs it finds on PATH outside the sandbox"
+	for _, dir := range filepath.SplitList(path) {
+		if !filepath.IsAbs(dir) {
+			return fmt.Sprintf("refused: PATH entry %q is not an absolute path, so it is looked up in the workspace; %s", dir, why)
+		}
+		order := []int{i} // its own roots first
+		for j := range roots {
+			if j != i {
+				order = append(order, j)
+			}
+		}
+		for _, j := range order {
+			for _, r := range roots[j] {
+				if !contains(r.Path, dir) {
+					continue
+				}
+				whose := "its own"
+				if j != i {
+					whose = fmt.Sprintf("worker %q's", workers[j].Name)
+				}
+				return fmt.Sprintf("refused: PATH entry %s lies inside %s %s %s, which that sandbox can write; %s", dir, whose, r.From, r.Path, why)
 			}
 		}
 	}

@@ -209,6 +209,11 @@ func TestLoadRefusesWorkers(t *testing.T) {
 		// The sandbox of "ok" could replace the folder of "inner" by a link to the home.
 		[]string{"inner", fmt.Sprintf("cwd = %q", filepath.Join(l.proj, "sub"))},
 		[]string{"same", fmt.Sprintf("cwd = %q", filepath.Join(l.base, "projlink"))},
+		// Codex runs git from PATH outside the sandbox.
+		[]string{"venv", fmt.Sprintf("cwd = %q", l.other), fmt.Sprintf("env = { PATH = %q }", filepath.Join(l.other, ".venv", "bin")+":/usr/bin")},
+		[]string{"relpath", fmt.Sprintf("cwd = %q", l.proj), `env = { PATH = "/usr/bin::/bin" }`},
+		[]string{"tmppath", fmt.Sprintf("cwd = %q", l.proj), `env = { PATH = "/tmp/bin:/usr/bin" }`},
+		[]string{"okpath", fmt.Sprintf("cwd = %q", l.proj), `env = { PATH = "/usr/local/bin:/usr/bin" }`},
 	)
 	cfg, err := Load(l.cfg, l.guard)
 	if err != nil {
@@ -225,6 +230,10 @@ func TestLoadRefusesWorkers(t *testing.T) {
 		"envhome":   "workspace contains codex's home (its own config) " + filepath.Join(l.other, "sub", ".codex"),
 		"inner":     "workspace lies inside workspace " + l.proj + ` of worker "ok"`,
 		"same":      "",
+		"venv":      "PATH entry " + filepath.Join(l.other, ".venv", "bin") + " lies inside its own workspace " + l.other,
+		"relpath":   `PATH entry "" is not an absolute path`,
+		"tmppath":   "PATH entry /tmp/bin lies inside its own writable root /tmp",
+		"okpath":    "",
 	}
 	for _, w := range cfg.Workers {
 		if want[w.Name] == "" && w.Refused != "" || !strings.Contains(w.Refused, want[w.Name]) {
