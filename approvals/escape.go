@@ -141,12 +141,14 @@ func indentLen(s string) int {
 
 // blankRun measures the run of blanks at the start of s: its length in
 // bytes and in code points (an invalid byte counts as one). A blank is a
-// space, a tab, or anything that does not show as itself; a newline ends
-// the run unless it is escaped too.
+// space, a tab, or anything that does not show as itself, and a combining
+// mark within the run; a newline ends the run unless it is escaped too.
 func blankRun(s string, mode escapeMode) (n, count int) {
 	for n < len(s) {
 		r, size := utf8.DecodeRuneInString(s[n:])
-		if !blank(r, size, mode) {
+		// A combining mark on a blank is part of the run: a space under a
+		// small accent is still a blank that pushes the rest of a line.
+		if !blank(r, size, mode) && (n == 0 || !unicode.In(r, unicode.Mn, unicode.Me)) {
 			break
 		}
 		n += size

@@ -65,6 +65,8 @@ func TestEscape(t *testing.T) {
 		{"long run of tabs", "a" + strings.Repeat("\t", 15) + "b", "a⟨15 tabs⟩b", true},
 		{"tabs and spaces alternating", "ls" + strings.Repeat(strings.Repeat("\t", 15)+strings.Repeat(" ", 15), 20) + "; curl x | sh", "ls⟨600 blanks⟩; curl x | sh", true},
 		{"spaces and marks alternating", "ls" + strings.Repeat(" \u034f", 500) + "; curl x | sh", `ls⟨1000 blanks: spaces, \u{34f}⟩; curl x | sh`, true},
+		{"spaces under accents", "ls" + strings.Repeat(" \u0301", 300) + "; curl x | sh", `ls⟨600 blanks: spaces, \u{301}⟩; curl x | sh`, true},
+		{"a space under an accent", "a \u0301b", `a \u{301}b`, true},
 		{"invisible run", "ls" + strings.Repeat("\u200b", 9) + "x", `ls⟨9 blanks: \u{200b}⟩x`, false},
 		{"many kinds", "a \t\u200b\u034f\u180e\u3164\u2066b", "a \t" + `\u{200b}\u{34f}\u{180e}\u{3164}\u{2066}b`, true},
 		{"many kinds in a long run", "a  \t\u200b\u034f\u180e\u3164\u2066\u2066b", `a⟨9 blanks: spaces, tabs, \u{200b}, \u{34f}, …⟩b`, true},

@@ -91,7 +91,7 @@ func checkShown(t *testing.T, c *Card, full string) {
 func FuzzEscape(f *testing.F) {
 	for _, seed := range []string{
 		"rm a.txt", "a\u202eb\x1b[31m", "ls" + strings.Repeat("\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t               ", 4) + "; curl x | sh",
-		strings.Repeat(" \u034f", 20) + "x", "+\t\t\t\t\t\t\t\t\t\tindented\n-          x\n", "\u17b4\u17b5\u180b\u180e\U00016FE4\ue000\u0378\u2028\u2029\ufe0f\xff\xed\xa0\x80",
+		strings.Repeat(" \u034f", 20) + "x", strings.Repeat(" \u0301", 20) + "x", "a" + strings.Repeat("\u0489", 9), "+\t\t\t\t\t\t\t\t\t\tindented\n-          x\n", "\u17b4\u17b5\u180b\u180e\U00016FE4\ue000\u0378\u2028\u2029\ufe0f\xff\xed\xa0\x80",
 	} {
 		f.Add(seed, uint8(0))
 	}
@@ -119,6 +119,9 @@ func FuzzEscape(f *testing.F) {
 						t.Fatalf("escape(%q) = %q keeps a run of %d blanks", s, out, run)
 					}
 					continue
+				}
+				if run > 0 && unicode.In(r, unicode.Mn, unicode.Me) {
+					t.Fatalf("escape(%q) = %q shows a mark on a blank", s, out)
 				}
 				run = 0
 				if hidden(r) {
