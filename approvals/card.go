@@ -26,24 +26,16 @@ type FileChange struct {
 	Path     string `json:"path"`
 	Kind     string `json:"kind"` // add, delete, update, move
 	MovePath string `json:"movePath,omitempty"`
-	// At is where the system really writes the file (Path, or MovePath for
-	// a move), when that is not the path as written: a folder on the way is
-	// a symbolic link, or ".." follows a folder that does not exist yet.
-	At string `json:"at,omitempty"`
 	// Replaces: the file written (Path, or MovePath for a move) exists on
 	// disk now, and the diff shown is against it.
 	Replaces bool `json:"replaces,omitempty"`
 }
 
-// describe is the change in a few words: "add /p (replaces an existing
-// file)", "add /w/link/k (at /h/.ssh/k) (replaces an existing file)".
+// describe is the change in a few words: "add /p (replaces an existing file)".
 func (f FileChange) describe() string {
 	s := f.Kind + " " + f.Path
 	if f.MovePath != "" {
 		s += " -> " + f.MovePath
-	}
-	if f.At != "" {
-		s += " (at " + f.At + ")"
 	}
 	if f.Replaces {
 		s += " (replaces an existing file)"

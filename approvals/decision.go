@@ -340,9 +340,6 @@ func showChange(files *disk, path, kind, move, diff string) (FileChange, string,
 	if err != nil {
 		return shown, "", err
 	}
-	if at != path {
-		shown.At = line(at)
-	}
 	if !exists && kind != "add" {
 		return shown, "", refuse("%s does not exist on disk, so the %s cannot be shown", shown.Path, kind)
 	}
@@ -383,10 +380,6 @@ func showChange(files *disk, path, kind, move, diff string) (FileChange, string,
 		}
 		if destAt == at {
 			return shown, "", refuse("%s is moved onto itself", shown.Path)
-		}
-		shown.At = ""
-		if destAt != move {
-			shown.At = line(destAt)
 		}
 		shown.Kind, shown.MovePath, shown.Replaces = "move", line(move), destExists
 		header(shown.describe())
