@@ -47,12 +47,12 @@ func TestNotificationsAnswerAndAreTakenBack(t *testing.T) {
 	a.must("task", "api", "delete a.txt, then b.txt")
 	first := a.cards(1)[0]
 	a.waitFor("the card's notification", func() bool { return strings.Contains(calls.String(), "rm a.txt") })
-	if !strings.Contains(calls.String(), `string "allow"`) {
+	if !strings.Contains(calls.String(), `string "allow:1"`) {
 		t.Fatalf("the notification does not offer Allow:\n%s", calls)
 	}
-	// dunst's context menu lists each action as "#Allow (summary) [id,allow]";
+	// dunst's context menu lists each action as "#Allow (summary) [id,allow:1]";
 	// the stand-in for dmenu picks Allow.
-	pick := "#!/bin/sh\ngrep -m1 -F ',allow]'\n"
+	pick := "#!/bin/sh\ngrep -m1 -F ',allow:1]'\n"
 	if err := os.WriteFile(filepath.Join(envDir, "dmenu"), []byte(pick), 0o755); err != nil {
 		t.Fatal(err)
 	}

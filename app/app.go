@@ -195,7 +195,7 @@ func writeFirstConfig(path string, guard *config.Guard, log *slog.Logger) (strin
 // the home directory and Codexgate's own files, none of which may lie
 // under /tmp or $TMPDIR.
 func newGuard(cfgPath, auditPath, sock, codex string) (*config.Guard, error) {
-	g := &config.Guard{Codex: codex, Native: supervisor.NativeCodex, TempDir: os.Getenv("TMPDIR")}
+	g := &config.Guard{Codex: codex, Native: supervisor.NativeCodex, TempDir: os.Getenv("TMPDIR"), Path: os.Getenv("PATH")}
 	if home, err := os.UserHomeDir(); err == nil {
 		g.Homes = append(g.Homes, home)
 		g.CodexHome = filepath.Join(home, ".codex")

@@ -3,8 +3,10 @@ package approvals
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -157,4 +159,33 @@ func residentBytes() int {
 		}
 	}
 	return 0
+}
+
+// TestRevisionsKeepToTheCaps: a card opened small cannot grow past the
+// caps on open cards by its revisions, from its files on disk (which the
+// sandbox can grow) or a patch update.
+func TestRevisionsKeepToTheCaps(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "a.txt")
+	q := NewQueue(Options{Audit: nopAudit{}, Limits: Limits{ShowBytes: 4096, MaxBytes: 1 << 20, OpenCards: 10, OpenBytes: 64 << 10}})
+	var sent []string
+	r := fileChangeRequest(mkChange("add", path, "hello\n"))
+	r.Reply = func(res json.RawMessage) error { sent = append(sent, string(res)); return nil }
+	q.Open(r)
+	if len(q.open) != 1 {
+		t.Fatalf("%d cards", len(q.open))
+	}
+	id := q.open[0].card.ID
+	os.WriteFile(path, []byte(strings.Repeat("written by the sandbox\n", 30000)), 0o600)
+	_, err := q.Answer(Answer{Card: id, Decision: DecisionAllow, Revision: 1, By: ByPanel})
+	if !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), "cards.max_open_bytes") {
+		t.Errorf("allow after the file grew: %v", err)
+	}
+	kept := 0
+	for _, e := range q.open {
+		kept += e.size()
+	}
+	if kept > 64<<10 || len(sent) != 1 || sent[0] != `{"decision":"decline"}` {
+		t.Errorf("open cards keep %d bytes (cap %d); sent %q", kept, 64<<10, sent)
+	}
 }

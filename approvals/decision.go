@@ -105,7 +105,7 @@ func buildCommand(raw json.RawMessage) (*built, error) {
 			return nil, refuse("network request without a host")
 		}
 		c.Kind = KindNetwork
-		c.Host = line(p.NetworkApprovalContext.Host)
+		c.Host = hostLine(p.NetworkApprovalContext.Host)
 		c.Protocol = line(p.NetworkApprovalContext.Protocol)
 	}
 	// A sub-approval (approvalId set) is judged on its own command: it never
@@ -135,7 +135,7 @@ func buildCommand(raw json.RawMessage) (*built, error) {
 	}
 	c.Amendment = lines(p.ProposedExecpolicyAmendment)
 	for _, a := range p.ProposedNetworkAmendments {
-		c.HostRules = append(c.HostRules, line(a.Action+" "+a.Host))
+		c.HostRules = append(c.HostRules, line(a.Action)+" "+hostLine(a.Host))
 	}
 
 	if p.AvailableDecisions == nil {
@@ -344,7 +344,7 @@ func showChange(files *disk, path, kind, move, diff string) (FileChange, string,
 			body.WriteString("\n")
 		}
 	}
-	old, exists, err := files.file(path)
+	old, exists, at, err := files.file(path)
 	if err != nil {
 		return shown, "", err
 	}
@@ -382,9 +382,12 @@ func showChange(files *disk, path, kind, move, diff string) (FileChange, string,
 		if err != nil {
 			return shown, "", refuse("the diff of %s does not apply to the file on disk: %v", shown.Path, err)
 		}
-		dest, destExists, err := files.file(move)
+		dest, destExists, destAt, err := files.file(move)
 		if err != nil {
 			return shown, "", err
+		}
+		if destAt == at {
+			return shown, "", refuse("%s is moved onto itself", shown.Path)
 		}
 		shown.Kind, shown.MovePath, shown.Replaces = "move", line(move), destExists
 		header(shown.Describe())

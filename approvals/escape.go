@@ -15,6 +15,11 @@ import (
 // view.
 const blankMax = 8
 
+// marksMax is the most combining marks shown stacked on one character, as
+// many as real text has. More are escaped: a tall stack of marks is drawn
+// over the lines above and below and covers them.
+const marksMax = 4
+
 // escapeMode says which line structure a text keeps.
 type escapeMode int
 
@@ -31,8 +36,9 @@ const (
 // such as bidi controls and zero-width marks, private-use, unassigned and
 // default-ignorable code points, variation selectors, line and paragraph
 // separators, spaces other than U+0020) is shown as a visible escape such as
-// \u{202e}, invalid UTF-8 as \x{ff}, and a run of more than 8 blanks
-// (spaces, tabs and such code points) as one marker such as ⟨15 tabs⟩.
+// \u{202e}, invalid UTF-8 as \x{ff}, a run of more than 8 blanks
+// (spaces, tabs and such code points) as one marker such as ⟨15 tabs⟩, and
+// the combining marks past the fourth on one character as escapes too.
 // Newlines and tabs are kept when multiline is set, and escaped otherwise.
 func Escape(s string, multiline bool) string {
 	if multiline {
@@ -48,6 +54,7 @@ func escape(s string, mode escapeMode) string {
 	var b strings.Builder
 	b.Grow(len(s) + len(s)/8)
 	plain := 0 // start of the run of bytes shown as they are
+	marks := 0 // combining marks on the current base
 	lineStart := true
 	for i := 0; i < len(s); {
 		if lineStart && mode == diffLines {
@@ -57,20 +64,30 @@ func escape(s string, mode escapeMode) string {
 		}
 		c := s[i]
 		if c > ' ' && c < 0x7f {
+			marks = 0
 			i++
 			continue
 		}
 		if c == '\n' && mode != oneLine {
+			marks = 0
 			i++
 			lineStart = true
 			continue
 		}
 		n, count := blankRun(s[i:], mode)
 		if n == 0 { // a code point that shows as itself
-			_, size := utf8.DecodeRuneInString(s[i:])
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if !unicode.In(r, unicode.Mn, unicode.Me) {
+				marks = 0
+			} else if marks++; marks > marksMax {
+				b.WriteString(s[plain:i])
+				writeEscape(&b, r)
+				plain = i + size
+			}
 			i += size
 			continue
 		}
+		marks = 0
 		run := s[i : i+n]
 		if count <= blankMax && !needsEscape(run, mode) {
 			i += n
@@ -124,12 +141,14 @@ func indentLen(s string) int {
 
 // blankRun measures the run of blanks at the start of s: its length in
 // bytes and in code points (an invalid byte counts as one). A blank is a
-// space, a tab, or anything that does not show as itself; a newline ends
-// the run unless it is escaped too.
+// space, a tab, or anything that does not show as itself, and a combining
+// mark within the run; a newline ends the run unless it is escaped too.
 func blankRun(s string, mode escapeMode) (n, count int) {
 	for n < len(s) {
 		r, size := utf8.DecodeRuneInString(s[n:])
-		if !blank(r, size, mode) {
+		// A combining mark on a blank is part of the run: a space under a
+		// small accent is still a blank that pushes the rest of a line.
+		if !blank(r, size, mode) && (n == 0 || !unicode.In(r, unicode.Mn, unicode.Me)) {
 			break
 		}
 		n += size
@@ -252,9 +271,13 @@ func writeMarker(b *strings.Builder, run string, count int) {
 
 // blankLetters are code points that show as nothing, or as a space, and
 // that the unicode tables do not list as default-ignorable: the braille
-// blank, and the Khitan filler (default-ignorable since Unicode 13, but
-// missing from Go's Other_Default_Ignorable_Code_Point).
-var blankLetters = &unicode.RangeTable{R16: []unicode.Range16{{Lo: 0x2800, Hi: 0x2800, Stride: 1}}, R32: []unicode.Range32{{Lo: 0x16fe4, Hi: 0x16fe4, Stride: 1}}}
+// blank, the Khitan filler (default-ignorable since Unicode 13, but
+// missing from Go's Other_Default_Ignorable_Code_Point) and the musical
+// null notehead (a symbol drawn as nothing).
+var blankLetters = &unicode.RangeTable{
+	R16: []unicode.Range16{{Lo: 0x2800, Hi: 0x2800, Stride: 1}},
+	R32: []unicode.Range32{{Lo: 0x16fe4, Hi: 0x16fe4, Stride: 1}, {Lo: 0x1d159, Hi: 0x1d159, Stride: 1}},
+}
 
 // hidden reports whether r does not show as itself, and so is escaped:
 // controls (Cc), format characters (Cf: bidi controls, zero-width marks,
@@ -279,6 +302,23 @@ func hidden(r rune) bool {
 		return unicode.In(r, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector, blankLetters)
 	}
 	return true // C, Z and unassigned
+}
+
+// hostLine is a host name as a person may safely compare it: printable
+// ASCII as it is, and every other code point (a space, a Cyrillic а that
+// looks like a Latin a) or invalid byte as its escape.
+func hostLine(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r > ' ' && r < 0x7f {
+			b.WriteRune(r)
+		} else {
+			writeEscape(&b, kindOf(r, size, s[i]))
+		}
+		i += size
+	}
+	return b.String()
 }
 
 // Cap cuts s to at most limit bytes at a rune boundary, preferring the end

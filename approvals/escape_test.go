@@ -52,6 +52,12 @@ func TestEscape(t *testing.T) {
 		{"line and paragraph separators", "a\u2028b\u2029c", `a\u{2028}b\u{2029}c`, true},
 		{"odd spaces", "a\u00a0b\u3000c\u2007d", `a\u{a0}b\u{3000}c\u{2007}d`, false},
 		{"braille blank", "a\u2800b", `a\u{2800}b`, false},
+		{"musical null notehead", "ls" + strings.Repeat("\U0001D159", 40) + "; curl x | sh", `ls⟨40 blanks: \u{1d159}⟩; curl x | sh`, false},
+		// Combining marks: as many as real text stacks, and no more.
+		{"four marks", "a\u0301\u0302\u0303\u0304b", "a\u0301\u0302\u0303\u0304b", false},
+		{"stacked marks", "a" + strings.Repeat("\u0489", 6) + "b\u0336", "a" + strings.Repeat("\u0489", 4) + `\u{489}\u{489}b` + "\u0336", false},
+		{"marks counted per character", strings.Repeat("e\u0301\u0301\u0301", 3), strings.Repeat("e\u0301\u0301\u0301", 3), true},
+		{"marks after a newline", "a\u0301\u0301\u0301\n\u0301\u0301", "a\u0301\u0301\u0301\n\u0301\u0301", true},
 		// Runs of more than 8 blanks.
 		{"short run of spaces", "a        b", "a        b", false},
 		{"long run of spaces", "echo hi" + strings.Repeat(" ", 40) + "; rm -rf ~", "echo hi⟨40 spaces⟩; rm -rf ~", false},
@@ -59,6 +65,8 @@ func TestEscape(t *testing.T) {
 		{"long run of tabs", "a" + strings.Repeat("\t", 15) + "b", "a⟨15 tabs⟩b", true},
 		{"tabs and spaces alternating", "ls" + strings.Repeat(strings.Repeat("\t", 15)+strings.Repeat(" ", 15), 20) + "; curl x | sh", "ls⟨600 blanks⟩; curl x | sh", true},
 		{"spaces and marks alternating", "ls" + strings.Repeat(" \u034f", 500) + "; curl x | sh", `ls⟨1000 blanks: spaces, \u{34f}⟩; curl x | sh`, true},
+		{"spaces under accents", "ls" + strings.Repeat(" \u0301", 300) + "; curl x | sh", `ls⟨600 blanks: spaces, \u{301}⟩; curl x | sh`, true},
+		{"a space under an accent", "a \u0301b", `a \u{301}b`, true},
 		{"invisible run", "ls" + strings.Repeat("\u200b", 9) + "x", `ls⟨9 blanks: \u{200b}⟩x`, false},
 		{"many kinds", "a \t\u200b\u034f\u180e\u3164\u2066b", "a \t" + `\u{200b}\u{34f}\u{180e}\u{3164}\u{2066}b`, true},
 		{"many kinds in a long run", "a  \t\u200b\u034f\u180e\u3164\u2066\u2066b", `a⟨9 blanks: spaces, tabs, \u{200b}, \u{34f}, …⟩b`, true},
@@ -113,6 +121,30 @@ func TestHiddenClasses(t *testing.T) {
 		if hidden(r) {
 			t.Errorf("%U (%c) is escaped", r, r)
 		}
+	}
+}
+
+func TestHostLine(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"api.openai.com":         "api.openai.com",
+		"аpi.openai.com":         `\u{430}pi.openai.com`, // Cyrillic а
+		"ex​ample.com":           `ex\u{200b}ample.com`,
+		"example.com evil.org":   `example.com\u{20}evil.org`,
+		"b\xfcd.example":         `b\x{fc}d.example`,
+		"[2001:db8::1]:443":      "[2001:db8::1]:443",
+		"xn--pi-7ed.example.com": "xn--pi-7ed.example.com",
+	} {
+		if got := hostLine(in); got != want {
+			t.Errorf("hostLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+	b, err := build(req(MethodCommandApproval, strings.ReplaceAll(networkCommand, "example.com", "exаmple.com"), ""), DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.card.Host != `ex\u{430}mple.com` || len(b.card.HostRules) != 1 || b.card.HostRules[0] != `allow ex\u{430}mple.com` {
+		t.Errorf("network card shows host %q, rules %q", b.card.Host, b.card.HostRules)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 // read again before a yes.
 type shownFile struct {
 	path   string
+	at     string // where path lands (landing)
 	exists bool
 	sum    [sha256.Size]byte
 }
@@ -31,48 +32,86 @@ type shownFile struct {
 // together, to a budget; anything that is not a plain file, or that cannot
 // be read, is a refusal.
 type disk struct {
-	budget  int
-	limit   int
-	pending map[string]*string // written (or removed: nil) by earlier changes
+	budget int
+	limit  int
+	// pending is what earlier changes wrote (or removed: nil), by where
+	// it landed, so that two spellings of one file are one file.
+	pending map[string]*string
+	at      map[string]string // where each path read lands
 	read    []shownFile
 }
 
 func newDisk(limit int) *disk {
-	return &disk{budget: limit, limit: limit, pending: map[string]*string{}}
+	return &disk{budget: limit, limit: limit, pending: map[string]*string{}, at: map[string]string{}}
 }
 
-// file returns the content of path and whether it exists.
-func (d *disk) file(path string) (string, bool, error) {
-	if content, ok := d.pending[path]; ok {
-		if content == nil {
-			return "", false, nil
-		}
-		return *content, true, nil
+// file returns the content of path, whether it exists, and where it lands.
+func (d *disk) file(path string) (string, bool, string, error) {
+	at, err := landing(path)
+	if err != nil {
+		return "", false, "", refuse("%s cannot be shown: %v", line(path), err)
 	}
-	content, exists, err := readCapped(path, d.budget)
+	d.at[path] = at
+	if content, ok := d.pending[at]; ok {
+		if content == nil {
+			return "", false, at, nil
+		}
+		return *content, true, at, nil
+	}
+	content, exists, err := readCapped(at, d.budget)
 	if errors.Is(err, errTooLarge) {
-		return "", false, refuse("the files this change touches are larger than the %d-byte limit, so it cannot be shown", d.limit)
+		return "", false, "", refuse("the files this change touches are larger than the %d-byte limit, so it cannot be shown", d.limit)
 	}
 	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
 		err = pe.Err // the path is named, escaped, below
 	}
 	if err != nil {
-		return "", false, refuse("%s cannot be shown: %v", line(path), err)
+		return "", false, "", refuse("%s cannot be shown: %v", line(path), err)
 	}
 	d.budget -= len(content)
-	d.read = append(d.read, shownFile{path: path, exists: exists, sum: sha256.Sum256(content)})
+	d.read = append(d.read, shownFile{path: path, at: at, exists: exists, sum: sha256.Sum256(content)})
 	s := string(content)
-	d.pending[path] = &s
+	d.pending[at] = &s
 	if !exists {
-		d.pending[path] = nil
+		d.pending[at] = nil
 	}
-	return s, exists, nil
+	return s, exists, at, nil
 }
 
-// Paths are kept as codex wrote them, not cleaned: the system resolves them
-// for codex, and so for these reads, the same way.
-func (d *disk) write(path, content string) { d.pending[path] = &content }
-func (d *disk) remove(path string)         { d.pending[path] = nil }
+// write and remove take a path that file was called with.
+func (d *disk) write(path, content string) { d.pending[d.at[path]] = &content }
+func (d *disk) remove(path string)         { d.pending[d.at[path]] = nil }
+
+// landing is where the system puts a file written at path, as codex writes
+// it: the folders that do not exist yet are created, then the file is
+// written. Its folders are resolved as the system does, so a link on the
+// way, or a ".." after a folder that is to be created, is followed; the
+// file's own name is not (a file that is a link is refused when read).
+func landing(path string) (string, error) {
+	if !filepath.IsAbs(path) {
+		return "", errors.New("not an absolute path")
+	}
+	i := strings.LastIndexByte(path, '/')
+	dir, rest := path[:max(i, 1)], path[i+1:]
+	for {
+		real, err := filepath.EvalSymlinks(dir)
+		if err == nil {
+			at := filepath.Join(real, rest)
+			if slices.Contains(strings.Split(rest, "/"), "..") {
+				return landing(at) // a ".." in what is to be created: resolve again, cleaned (it has none)
+			}
+			return at, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		if _, lerr := os.Lstat(dir); lerr == nil {
+			return "", fmt.Errorf("%s is a link to nothing", dir)
+		}
+		i = strings.LastIndexByte(dir, '/')
+		dir, rest = dir[:max(i, 1)], dir[i+1:]+"/"+rest
+	}
+}
 
 var errTooLarge = errors.New("above the limit")
 
@@ -118,10 +157,13 @@ func readCapped(path string, limit int) ([]byte, bool, error) {
 
 // changedOnDisk reads again the files a card showed and returns the first
 // that is not as it was shown, or "" when all are. A file that cannot be
-// read now counts as changed.
+// read now, or that would now land elsewhere, counts as changed.
 func changedOnDisk(files []shownFile, limit int) string {
 	for _, f := range files {
-		content, exists, err := readCapped(f.path, limit)
+		if at, err := landing(f.path); err != nil || at != f.at {
+			return f.path
+		}
+		content, exists, err := readCapped(f.at, limit)
 		if err != nil || exists != f.exists || sha256.Sum256(content) != f.sum {
 			return f.path
 		}

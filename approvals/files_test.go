@@ -196,3 +196,87 @@ func TestChangedOnDisk(t *testing.T) {
 		}
 	}
 }
+
+// TestFileChangesWhereTheyLand: a path is judged where the system really
+// puts it (a folder on the way is a link, or a ".." follows a folder codex
+// will create).
+func TestFileChangesWhereTheyLand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ws, ssh := filepath.Join(dir, "ws"), filepath.Join(dir, "ssh")
+	for _, d := range []string{ws, ssh} {
+		os.Mkdir(d, 0o700)
+	}
+	rc := filepath.Join(dir, ".bashrc")
+	os.WriteFile(rc, []byte("mine\n"), 0o600)
+	keys := filepath.Join(ssh, "authorized_keys")
+	os.WriteFile(keys, []byte("ssh-ed25519 AAAAmine me\n"), 0o600)
+	os.Symlink(ssh, filepath.Join(ws, "link"))
+	for _, tc := range []struct {
+		name, path, diff string
+	}{
+		{"dot-dot after a missing folder", filepath.Join(ws, "missing") + "/../../.bashrc", "@@ -1 +1 @@\n-mine\n+evil\n"},
+		{"a folder on the way is a link", filepath.Join(ws, "link", "authorized_keys"), "@@ -1 +1 @@\n-ssh-ed25519 AAAAmine me\n+evil\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := build(fileChangeRequest(mkChange("add", tc.path, "evil\n")), DefaultLimits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := FileChange{Path: tc.path, Kind: "add", Replaces: true}
+			if len(b.card.Changes) != 1 || b.card.Changes[0] != want {
+				t.Fatalf("changes %+v, want %+v", b.card.Changes, want)
+			}
+			head := "*** add " + tc.path + " (replaces an existing file)\n"
+			if b.card.Diff != head+tc.diff {
+				t.Errorf("diff:\n%s\nwant:\n%s", b.card.Diff, head+tc.diff)
+			}
+		})
+	}
+}
+
+func TestLanding(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "d"), 0o700)
+	os.Symlink(filepath.Join(dir, "d"), filepath.Join(dir, "link"))
+	for in, want := range map[string]string{
+		dir + "/a..b":             dir + "/a..b",
+		dir + "/new..dir/x":       dir + "/new..dir/x",
+		dir + "/d/./x":            dir + "/d/x",
+		dir + "//d/x":             dir + "/d/x",
+		dir + "/no/such/../../x":  dir + "/x",
+		dir + "/link/x":           dir + "/d/x",
+		dir + "/no/../link/x":     dir + "/d/x",
+		dir + "/link/../x":        dir + "/x",
+		dir + "/no/such/dir/x..y": dir + "/no/such/dir/x..y",
+	} {
+		if got, err := landing(in); err != nil || got != want {
+			t.Errorf("landing(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
+// TestAFolderSwappedForALinkIsAChange: the sandbox can replace a folder of
+// the workspace by a link to anywhere between the card and the yes; the
+// re-read sees that the path now lands elsewhere, even where no file is.
+func TestAFolderSwappedForALinkIsAChange(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	d, out := filepath.Join(dir, "ws", "d"), filepath.Join(dir, "home")
+	os.MkdirAll(d, 0o700)
+	os.Mkdir(out, 0o700)
+	path := filepath.Join(d, "authorized_keys2")
+	b, err := build(fileChangeRequest(mkChange("add", path, "ssh-ed25519 AAAAevil x\n")), DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := changedOnDisk(b.files, DefaultLimits.MaxBytes); got != "" {
+		t.Fatalf("%s reads as changed", got)
+	}
+	os.Rename(d, d+".old")
+	os.Symlink(out, d)
+	if got := changedOnDisk(b.files, DefaultLimits.MaxBytes); got != path {
+		t.Errorf("changedOnDisk = %q after the folder became a link, want %q", got, path)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -90,7 +91,7 @@ func checkShown(t *testing.T, c *Card, full string) {
 func FuzzEscape(f *testing.F) {
 	for _, seed := range []string{
 		"rm a.txt", "a\u202eb\x1b[31m", "ls" + strings.Repeat("\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t               ", 4) + "; curl x | sh",
-		strings.Repeat(" \u034f", 20) + "x", "+\t\t\t\t\t\t\t\t\t\tindented\n-          x\n", "\u17b4\u17b5\u180b\u180e\U00016FE4\ue000\u0378\u2028\u2029\ufe0f\xff\xed\xa0\x80",
+		strings.Repeat(" \u034f", 20) + "x", strings.Repeat(" \u0301", 20) + "x", "a" + strings.Repeat("\u0489", 9), "+\t\t\t\t\t\t\t\t\t\tindented\n-          x\n", "\u17b4\u17b5\u180b\u180e\U00016FE4\ue000\u0378\u2028\u2029\ufe0f\xff\xed\xa0\x80",
 	} {
 		f.Add(seed, uint8(0))
 	}
@@ -107,9 +108,10 @@ func FuzzEscape(f *testing.F) {
 			if mode == diffLines {
 				ln = ln[indentLen(ln):]
 			}
-			run := 0
+			run, marks := 0, 0
 			for _, r := range ln {
 				if r == ' ' || r == '\t' {
+					marks = 0
 					if r == '\t' && mode == oneLine {
 						t.Fatalf("escape(%q) = %q keeps a tab", s, out)
 					}
@@ -118,9 +120,17 @@ func FuzzEscape(f *testing.F) {
 					}
 					continue
 				}
+				if run > 0 && unicode.In(r, unicode.Mn, unicode.Me) {
+					t.Fatalf("escape(%q) = %q shows a mark on a blank", s, out)
+				}
 				run = 0
 				if hidden(r) {
 					t.Fatalf("escape(%q) = %q shows %U", s, out, r)
+				}
+				if !unicode.In(r, unicode.Mn, unicode.Me) {
+					marks = 0
+				} else if marks++; marks > marksMax {
+					t.Fatalf("escape(%q) = %q stacks %d marks", s, out, marks)
 				}
 			}
 		}

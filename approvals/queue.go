@@ -209,9 +209,18 @@ func (q *Queue) overCaps(lim Limits, size int) string {
 	if len(q.open) >= lim.OpenCards {
 		return fmt.Sprintf("%d cards are open, the most allowed (cards.max_open_cards)", len(q.open))
 	}
+	return q.overBytes(lim, size, nil)
+}
+
+// overBytes says why the open cards, but except, and one more keeping
+// size bytes would pass the cap on the bytes they keep, or ""; q.mu is
+// held.
+func (q *Queue) overBytes(lim Limits, size int, except *entry) string {
 	total := size
 	for _, e := range q.open {
-		total += e.size()
+		if e != except {
+			total += e.size()
+		}
 	}
 	if total > lim.OpenBytes {
 		return fmt.Sprintf("the open cards would keep %d bytes, above the %d-byte limit (cards.max_open_bytes)", total, lim.OpenBytes)
@@ -432,6 +441,14 @@ func rebuild(req Request, lim Limits) (*built, error) {
 // says it cannot be shown, closes e and returns the denial to send after
 // the lock; q.mu is held.
 func (q *Queue) revise(e *entry, req Request, b *built, err error, lim Limits, why string) (Change, []pendingReply) {
+	req = keep(req, KindFileChange, lim)
+	if err == nil {
+		// A revision may be far larger than the card was (its files grew,
+		// or its patch did): it is held to the caps as a new card is.
+		if over := q.overBytes(lim, b.size()+len(req.Params)+len(req.Item), e); over != "" {
+			err = refuse("%s", over)
+		}
+	}
 	if err != nil {
 		ch := q.end(e, why+" and cannot be shown: "+err.Error())
 		q.open = slices.DeleteFunc(q.open, func(o *entry) bool { return o == e })
@@ -441,7 +458,7 @@ func (q *Queue) revise(e *entry, req Request, b *built, err error, lim Limits, w
 	old := e.card
 	b.card.ID, b.card.CreatedAt = old.ID, old.CreatedAt
 	b.card.Revision, b.card.ChangedAt = old.Revision+1, q.opts.Now()
-	e.built, e.req = b, keep(req, b.card.Kind, lim)
+	e.built, e.req = b, req
 	q.touchOldest()
 	rec := record("revised", &b.card, req.Method)
 	rec.Why = why

@@ -37,6 +37,9 @@ type Guard struct {
 	// TempDir is the TMPDIR workers inherit ("" when unset): codex lets
 	// the sandbox write it.
 	TempDir string
+	// Path is the PATH workers inherit. Codex runs programs it finds there
+	// (git, at every turn) outside the sandbox.
+	Path string
 	// CodexHome is the CODEX_HOME workers inherit (codex's default when
 	// unset). Codex's own config there can run commands outside the
 	// sandbox, so it is protected like Codexgate's.
@@ -107,6 +110,22 @@ func (g *Guard) check(path string, src []byte, cfg *Config) error {
 			roots[i] = rs
 		}
 	}
+	// Only now that every worker's roots are known: a root inside another
+	// worker's is refused.
+	nested := make([]string, len(cfg.Workers))
+	for i := range cfg.Workers {
+		nested[i] = insideAnother(roots, i, cfg.Workers)
+	}
+	for i, w := range cfg.Workers {
+		if nested[i] == "" && roots[i] != nil {
+			nested[i] = g.pathProblem(w, i, roots, cfg.Workers)
+		}
+	}
+	for i, why := range nested {
+		if why != "" {
+			cfg.Workers[i].Refused, roots[i] = why, nil
+		}
+	}
 	var errs []error
 	for i, w := range cfg.Workers {
 		fail := func(format string, args ...any) {
@@ -138,6 +157,71 @@ func (g *Guard) check(path string, src []byte, cfg *Config) error {
 	return errors.Join(errs...)
 }
 
+// insideAnother is why a root of worker i lies inside a root of another
+// worker that may run, or "". That worker's sandbox could replace the
+// folder by a link to anywhere, and codex, given the path, then lets the
+// worker's sandbox write where the link points (it checks only links
+// inside the worker's own writable roots). /tmp and TMPDIR are every
+// worker's: codex refuses a path through a link there itself.
+func insideAnother(roots [][]writable, i int, workers []Worker) string {
+	shared := func(r writable) bool { return r.From == "TMPDIR" || r.Path == slashTmp }
+	for _, r := range roots[i] {
+		if shared(r) {
+			continue
+		}
+		for j, rs := range roots {
+			for _, q := range rs {
+				if j == i || shared(q) || same(q.Path, r.Path) || !contains(q.Path, r.Path) {
+					continue
+				}
+				label := r.From
+				if r.From != "workspace" {
+					label += " " + r.Path
+				}
+				return fmt.Sprintf("refused: %s lies inside %s %s of worker %q, whose sandbox could replace it by a link to anywhere. Give each worker a folder that no other worker's sandbox can write", label, q.From, q.Path, workers[j].Name)
+			}
+		}
+	}
+	return ""
+}
+
+// pathProblem is why worker i's PATH (inherited, or set by its env) is
+// unsafe, or "". Codex runs programs it finds there (git at every turn)
+// outside the sandbox: a relative or empty entry is looked up in the
+// workspace, and an entry inside a writable root of a worker that may run
+// (a virtualenv's bin in the project, /tmp) is one its sandbox can fill.
+func (g *Guard) pathProblem(w Worker, i int, roots [][]writable, workers []Worker) string {
+	path := g.Path
+	if v, ok := w.Env["PATH"]; ok {
+		path = v
+	}
+	const why = "codex runs git and other programs it finds on PATH outside the sandbox"
+	for _, dir := range filepath.SplitList(path) {
+		if !filepath.IsAbs(dir) {
+			return fmt.Sprintf("refused: PATH entry %q is not an absolute path, so it is looked up in the workspace; %s", dir, why)
+		}
+		order := []int{i} // its own roots first
+		for j := range roots {
+			if j != i {
+				order = append(order, j)
+			}
+		}
+		for _, j := range order {
+			for _, r := range roots[j] {
+				if !contains(r.Path, dir) {
+					continue
+				}
+				whose := "its own"
+				if j != i {
+					whose = fmt.Sprintf("worker %q's", workers[j].Name)
+				}
+				return fmt.Sprintf("refused: PATH entry %s lies inside %s %s %s, which that sandbox can write; %s", dir, whose, r.From, r.Path, why)
+			}
+		}
+	}
+	return ""
+}
+
 // binaries are the codex paths a worker runs: the configured (or default)
 // one and the native binary behind it.
 func (g *Guard) binaries(w Worker) []string {
@@ -164,12 +248,18 @@ func (g *Guard) workerOwn(w Worker) []Owned {
 	for _, bin := range g.binaries(w) {
 		own = append(own, Owned{What: "the codex binary it runs,", Path: bin})
 	}
-	home := g.CodexHome
+	homes := []string{g.CodexHome}
 	if v, ok := w.Env["CODEX_HOME"]; ok {
-		home = v
+		homes = []string{v}
+	} else if v, ok := w.Env["HOME"]; ok && v != "" {
+		// Without CODEX_HOME codex's home is $HOME/.codex, of the env
+		// the worker is given (when Codexgate's own has no CODEX_HOME).
+		homes = append(homes, filepath.Join(v, ".codex"))
 	}
-	if home != "" {
-		own = append(own, Owned{What: "codex's home (its own config)", Path: home})
+	for _, home := range homes {
+		if home != "" {
+			own = append(own, Owned{What: "codex's home (its own config)", Path: home})
+		}
 	}
 	return own
 }
@@ -329,6 +419,10 @@ func overrideRoots(kv string) ([]writable, error) {
 // own config file.
 var refusedKeys = []string{"permissions", "default_permissions", "sandbox_permissions", "profile"}
 
+// programKeys name programs codex runs itself, outside the sandbox: the
+// notify hook at every turn's end, lifecycle hooks, MCP servers.
+var programKeys = []string{"notify", "hooks", "mcp_servers"}
+
 // judge is the writable roots that setting path to value adds; an error
 // when it could widen the sandbox otherwise. Tables are judged key by key.
 func judge(path []string, value any, arg string) ([]writable, error) {
@@ -341,6 +435,9 @@ func judge(path []string, value any, arg string) ([]writable, error) {
 	}
 	if len(p) > 0 && slices.Contains(refusedKeys, p[0]) {
 		return nil, fmt.Errorf("%s can widen the sandbox in ways codexgate cannot check", strings.Join(path, "."))
+	}
+	if len(p) > 0 && (slices.Contains(programKeys, p[0]) || strings.HasSuffix(p[len(p)-1], "command")) {
+		return nil, fmt.Errorf("%s names a program codex runs outside the sandbox, which codexgate cannot check; a script the sandbox can write would run there", strings.Join(path, "."))
 	}
 	if table, ok := value.(map[string]any); ok {
 		var roots []writable
@@ -377,7 +474,17 @@ func judge(path []string, value any, arg string) ([]writable, error) {
 				roots = append(roots, writable{Path: s, From: "writable root from -c " + arg + ","})
 			}
 			return roots, nil
-		case len(p) == 2 && slices.Contains([]string{"network_access", "exclude_tmpdir_env_var", "exclude_slash_tmp"}, p[1]):
+		case len(p) == 2 && p[1] == "network_access":
+			// With network access codex lets the sandbox open any socket,
+			// and every Unix socket is reachable by its path or its
+			// abstract name: the session bus (systemd-run runs anything
+			// outside the sandbox; the keyring hands out secrets), the X
+			// display (synthetic keys press the allow hotkey), the
+			// ssh-agent. A worker with it could answer its own cards.
+			if value != false {
+				return nil, fmt.Errorf("%s: a sandbox with network access can reach your session bus, display and ssh-agent, and through them answer its own cards and run commands outside the sandbox", strings.Join(path, "."))
+			}
+		case len(p) == 2 && slices.Contains([]string{"exclude_tmpdir_env_var", "exclude_slash_tmp"}, p[1]):
 		default:
 			return nil, fmt.Errorf("%s: codexgate cannot tell whether it widens the sandbox", strings.Join(path, "."))
 		}

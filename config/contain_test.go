@@ -122,7 +122,14 @@ func TestArgRoots(t *testing.T) {
 	}{
 		{"model settings", []string{"-c", `model="o3"`, "-c", `model_providers.m={name="m",base_url="http://x"}`, "--enable", "f", "--disable=g", "--strict-config"}, nil, nil, ""},
 		{"writable_roots", []string{"-c", `sandbox_workspace_write.writable_roots=["/a", "rel"]`}, nil, []string{"/a", "/ws/rel"}, ""},
-		{"the table form", []string{"-c", `sandbox_workspace_write={writable_roots=["/a"], network_access=true}`}, nil, []string{"/a"}, ""},
+		{"the table form", []string{"-c", `sandbox_workspace_write={writable_roots=["/a"], network_access=false}`}, nil, []string{"/a"}, ""},
+		{"network access", []string{"-c", "sandbox_workspace_write.network_access=true"}, nil, nil, "can reach your session bus"},
+		{"a profile's network access", []string{"-c", `profiles.p={sandbox_workspace_write={network_access=true}}`}, nil, nil, "can reach your session bus"},
+		{"a notify hook", []string{"-c", `notify=["/ws/hook.sh"]`}, nil, nil, "names a program codex runs outside the sandbox"},
+		{"an MCP server", []string{"-c", `mcp_servers.x={command="/ws/srv"}`}, nil, nil, "names a program"},
+		{"hooks", []string{"-c", `hooks.stop=[{command="/ws/h"}]`}, nil, nil, "names a program"},
+		{"a command anywhere", []string{"-c", `model_providers.m.auth.command="/ws/token.sh"`}, nil, nil, "names a program"},
+		{"network access not a bool", []string{"-c", `sandbox_workspace_write.network_access="yes"`}, nil, nil, "can reach your session bus"},
 		{"--config=", []string{`--config=sandbox_workspace_write.writable_roots=["/a"]`}, nil, []string{"/a"}, ""},
 		{"-c glued", []string{`-csandbox_workspace_write.writable_roots=['/a']`}, nil, []string{"/a"}, ""},
 		{"spaces around", []string{"-c", ` sandbox_workspace_write.writable_roots = [ "/a" ] `}, nil, []string{"/a"}, ""},
@@ -188,6 +195,7 @@ func writeConfig(t *testing.T, path string, workers ...[]string) {
 func TestLoadRefusesWorkers(t *testing.T) {
 	t.Parallel()
 	l := newLayout(t)
+	os.Mkdir(filepath.Join(l.proj, "sub"), 0o700)
 	writeConfig(t, l.cfg,
 		[]string{"ok", fmt.Sprintf("cwd = %q", l.proj)},
 		[]string{"home", fmt.Sprintf("cwd = %q", l.home+"/")},
@@ -196,6 +204,16 @@ func TestLoadRefusesWorkers(t *testing.T) {
 		[]string{"unknown", fmt.Sprintf("cwd = %q", l.other), `args = ["--yolo"]`},
 		[]string{"tmpdir", fmt.Sprintf("cwd = %q", l.other), fmt.Sprintf("env = { TMPDIR = %q }", l.home)},
 		[]string{"codexhome", fmt.Sprintf("cwd = %q", l.other), fmt.Sprintf("env = { CODEX_HOME = %q }", filepath.Join(l.other, ".codex"))},
+		// Without CODEX_HOME, codex's home is $HOME/.codex of the worker's own env.
+		[]string{"envhome", fmt.Sprintf("cwd = %q", l.other), fmt.Sprintf("env = { HOME = %q }", filepath.Join(l.other, "sub"))},
+		// The sandbox of "ok" could replace the folder of "inner" by a link to the home.
+		[]string{"inner", fmt.Sprintf("cwd = %q", filepath.Join(l.proj, "sub"))},
+		[]string{"same", fmt.Sprintf("cwd = %q", filepath.Join(l.base, "projlink"))},
+		// Codex runs git from PATH outside the sandbox.
+		[]string{"venv", fmt.Sprintf("cwd = %q", l.other), fmt.Sprintf("env = { PATH = %q }", filepath.Join(l.other, ".venv", "bin")+":/usr/bin")},
+		[]string{"relpath", fmt.Sprintf("cwd = %q", l.proj), `env = { PATH = "/usr/bin::/bin" }`},
+		[]string{"tmppath", fmt.Sprintf("cwd = %q", l.proj), `env = { PATH = "/tmp/bin:/usr/bin" }`},
+		[]string{"okpath", fmt.Sprintf("cwd = %q", l.proj), `env = { PATH = "/usr/local/bin:/usr/bin" }`},
 	)
 	cfg, err := Load(l.cfg, l.guard)
 	if err != nil {
@@ -209,6 +227,13 @@ func TestLoadRefusesWorkers(t *testing.T) {
 		"unknown":   `argument "--yolo"`,
 		"tmpdir":    "TMPDIR " + l.home + " is your home directory",
 		"codexhome": "workspace contains codex's home (its own config) " + filepath.Join(l.other, ".codex"),
+		"envhome":   "workspace contains codex's home (its own config) " + filepath.Join(l.other, "sub", ".codex"),
+		"inner":     "workspace lies inside workspace " + l.proj + ` of worker "ok"`,
+		"same":      "",
+		"venv":      "PATH entry " + filepath.Join(l.other, ".venv", "bin") + " lies inside its own workspace " + l.other,
+		"relpath":   `PATH entry "" is not an absolute path`,
+		"tmppath":   "PATH entry /tmp/bin lies inside its own writable root /tmp",
+		"okpath":    "",
 	}
 	for _, w := range cfg.Workers {
 		if want[w.Name] == "" && w.Refused != "" || !strings.Contains(w.Refused, want[w.Name]) {

@@ -44,8 +44,9 @@ type server interface {
 	// signals are ActionInvoked and NotificationClosed, from the server
 	// only; nil when there are none. The channel closes with the connection.
 	signals() <-chan *dbus.Signal
-	// from reports whether sig was sent by the notification server.
-	from(ctx context.Context, sig *dbus.Signal) bool
+	// from reports whether sig was sent by the notification server, and
+	// whether the server changed since the notifications known were shown.
+	from(ctx context.Context, sig *dbus.Signal) (ok, changed bool)
 	close()
 }
 
@@ -145,19 +146,23 @@ func (b *bus) signals() <-chan *dbus.Signal { return b.sigs }
 // from checks the sender: a signal sent straight to this connection
 // reaches it whatever the match rules, and any client of the bus could
 // send one that looks like a click on Allow. A server that restarted has
-// a new unique name, so a mismatch is checked once more against the
-// current owner.
-func (b *bus) from(ctx context.Context, sig *dbus.Signal) bool {
+// a new unique name, so a mismatch is checked against the current owner.
+// When the name passed to another client (the server restarted, or quit or
+// was killed and any client took the name), the ids of the notifications
+// shown so far were the old server's: changed is set, and the signal, which
+// may name one of them, does not count.
+func (b *bus) from(ctx context.Context, sig *dbus.Signal) (ok, changed bool) {
 	if sig.Path != busPath {
-		return false
+		return false, false
 	}
 	if sig.Sender == b.owner {
-		return true
+		return true, false
 	}
+	old := b.owner
 	if err := b.resolveOwner(ctx); err != nil {
-		return false
+		return false, false
 	}
-	return sig.Sender == b.owner
+	return false, b.owner != old
 }
 
 func (b *bus) close() { b.conn.Close() }
@@ -181,6 +186,6 @@ func (fallback) can(capability string) bool { return capability == "body-markup"
 
 func (fallback) signals() <-chan *dbus.Signal { return nil }
 
-func (fallback) from(context.Context, *dbus.Signal) bool { return false }
+func (fallback) from(context.Context, *dbus.Signal) (ok, changed bool) { return false, false }
 
 func (fallback) close() {}

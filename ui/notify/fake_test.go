@@ -72,9 +72,13 @@ type fakeServer struct {
 	conn *dbus.Conn
 	caps []string
 
-	mu    sync.Mutex // protects calls, next
+	mu    sync.Mutex // protects calls, next, beforeReplace
 	calls []call
 	next  uint32
+	// beforeReplace, when set, runs once when a Notify replaces a
+	// notification, before it is answered: what the person did while the
+	// server was busy (a context menu open, say) reaches the client first.
+	beforeReplace func(id uint32)
 }
 
 func startServer(t *testing.T, address string, caps ...string) *fakeServer {
@@ -109,6 +113,10 @@ func (f *fakeServer) Notify(app string, replaces uint32, icon, title, body strin
 		id = f.next
 	}
 	f.calls = append(f.calls, call{method: "Notify", id: id, replaces: replaces, title: title, body: body, actions: actions, expire: expire})
+	if before := f.beforeReplace; before != nil && replaces != 0 {
+		f.beforeReplace = nil
+		before(replaces)
+	}
 	return id, nil
 }
 

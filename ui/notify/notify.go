@@ -19,9 +19,11 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/godbus/dbus/v5"
 
@@ -37,9 +39,13 @@ const (
 )
 
 // Action keys, as the server reports them in ActionInvoked. "default" is
-// a click on the notification itself.
+// a click on the notification itself. Allow's key names the revision it
+// was offered on, "allow:2": a notification replaced in place keeps its
+// id, and a server reports the key of the action the person chose, which
+// may have been offered before the card changed (dunst's context menu keeps
+// the keys it listed when it opened).
 const (
-	actionAllow   = "allow"
+	actionAllow   = "allow:"
 	actionDeny    = "deny"
 	actionOpen    = "open"
 	actionDefault = "default"
@@ -320,10 +326,40 @@ func (n *Notifier) replace(ctx context.Context, prev, s *shown, nt note) {
 	}
 }
 
-// holdsWhole: the card's whole text fits in a notification's body.
+// holdsWhole: the card's whole text fits in a notification's body, as
+// the servers show it. They wrap long lines and cut what passes their
+// height, silently or with an ellipsis in the middle (dunst's defaults: 300
+// pixels wide and high, ellipsize = middle), so the text must fit in a few
+// rows of a narrow box, counting wrapped lines, not just in a few lines.
 func holdsWhole(c approvals.Card) bool {
-	const wholeBytes, wholeLines = 1024, 12
-	return !c.Truncated && c.Body != "" && len(c.Body) <= wholeBytes && strings.Count(c.Body, "\n") <= wholeLines
+	const wholeBytes = 1024
+	return !c.Truncated && c.Body != "" && len(c.Body) <= wholeBytes && rows(strings.TrimSuffix(c.Body, "\n")) <= wholeRows
+}
+
+// A body is shown whole if it takes at most wholeRows rows of wholeColumns
+// columns.
+const wholeRows, wholeColumns = 12, 40
+
+// rows is how many rows text takes wrapped at wholeColumns columns,
+// counting a tab as 8 columns and any other code point but ASCII as 2 (it
+// may be wide).
+func rows(text string) int {
+	n := 0
+	for line := range strings.SplitSeq(text, "\n") {
+		cols := 0
+		for _, r := range line {
+			switch {
+			case r == '\t':
+				cols += 8
+			case r < utf8.RuneSelf:
+				cols++
+			default:
+				cols += 2
+			}
+		}
+		n += max(1, (cols+wholeColumns-1)/wholeColumns)
+	}
+	return n
 }
 
 func (n *Notifier) actions(c approvals.Card, allow bool) []string {
@@ -332,7 +368,7 @@ func (n *Notifier) actions(c approvals.Card, allow bool) []string {
 	}
 	var a []string
 	if allow {
-		a = append(a, actionAllow, c.DecisionLabel(approvals.DecisionAllow))
+		a = append(a, actionAllow+strconv.Itoa(c.Revision), c.DecisionLabel(approvals.DecisionAllow))
 	}
 	if slices.Contains(c.Decisions, approvals.DecisionDeny) {
 		a = append(a, actionDeny, c.DecisionLabel(approvals.DecisionDeny))
@@ -408,7 +444,13 @@ func (n *Notifier) flushHeld(ctx context.Context) {
 
 // signal follows what the person did with a notification.
 func (n *Notifier) signal(ctx context.Context, sig *dbus.Signal) {
-	if !n.srv.from(ctx, sig) {
+	ok, changed := n.srv.from(ctx, sig)
+	if changed {
+		n.log.Warn("the notification server changed; the notifications shown before can no longer be answered")
+		clear(n.byCard)
+		clear(n.byID)
+	}
+	if !ok {
 		n.log.Warn("ignored a notification signal that the notification server did not send", "sender", sig.Sender, "name", sig.Name)
 		return
 	}
@@ -436,32 +478,33 @@ func (n *Notifier) signal(ctx context.Context, sig *dbus.Signal) {
 }
 
 func (n *Notifier) action(ctx context.Context, s *shown, key string) {
+	if rev, ok := strings.CutPrefix(key, actionAllow); ok {
+		revision, err := strconv.Atoi(rev)
+		if !s.allow || err != nil {
+			n.log.Warn("ignored Allow on a notification that does not offer it", "card", s.card.ID, "key", key)
+			return
+		}
+		n.answer(ctx, s, approvals.DecisionAllow, revision)
+		return
+	}
 	switch key {
 	case actionDefault, actionOpen:
 		if n.opts.OpenPanel != nil {
 			n.opts.OpenPanel(s.card.ID)
 		}
-	case actionAllow:
-		if !s.allow {
-			n.log.Warn("ignored Allow on a notification that does not offer it", "card", s.card.ID)
-			return
-		}
-		n.answer(ctx, s, approvals.DecisionAllow)
 	case actionDeny:
 		if s.card.ID != "" {
-			n.answer(ctx, s, approvals.DecisionDeny)
+			n.answer(ctx, s, approvals.DecisionDeny, s.card.Revision)
 		}
 	}
 }
 
-// answer sends the decision on the revision the notification showed. A
-// notification replaced in place keeps its id, so a click just as the new
-// revision appears is read as on the new one: the queue refuses an Allow on
-// a card that changed within the settle delay, so it does not count.
-// A refusal is explained by a notification that, while the card is open,
-// takes the place of the card's, with the same actions.
-func (n *Notifier) answer(ctx context.Context, s *shown, d approvals.Decision) {
-	sent, err := n.opts.Queue.Answer(approvals.Answer{Card: s.card.ID, Revision: s.card.Revision, Decision: d, By: approvals.ByNotification})
+// answer sends the decision on the revision it was chosen on: an Allow's
+// key names it, so a click on a revision since replaced is refused as
+// stale. A refusal is explained by a notification that, while the card is
+// open, takes the place of the card's, with the same actions.
+func (n *Notifier) answer(ctx context.Context, s *shown, d approvals.Decision, revision int) {
+	sent, err := n.opts.Queue.Answer(approvals.Answer{Card: s.card.ID, Revision: revision, Decision: d, By: approvals.ByNotification})
 	if err == nil {
 		n.log.Info("answered from a notification", "card", sent.Card.ID, "decision", sent.Decision)
 		return
