@@ -149,7 +149,7 @@ func TestQuickYesRules(t *testing.T) {
 		for _, by := range []string{"hotkey", "notification", "cli without a card"} {
 			t.Run(tc.name+" by "+by, func(t *testing.T) {
 				audit := &approvalstest.Audit{}
-				clk := &clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+				clk := approvalstest.NewClock()
 				lim := approvals.DefaultLimits
 				if tc.limit != 0 {
 					lim.ShowBytes = tc.limit

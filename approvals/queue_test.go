@@ -21,26 +21,9 @@ const (
 	patchItem  = `{"type":"fileChange","id":"p1","changes":[{"path":"/opt/a.txt","kind":{"type":"add"},"diff":"%s\n"}]}`
 )
 
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-func newQueue(t *testing.T) (*approvals.Queue, *approvalstest.Audit, *clock) {
+func newQueue(t *testing.T) (*approvals.Queue, *approvalstest.Audit, *approvalstest.Clock) {
 	audit := &approvalstest.Audit{}
-	clk := &clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	clk := approvalstest.NewClock()
 	q := approvals.NewQueue(approvals.Options{Audit: audit, Now: clk.Now, SettleDelay: time.Second})
 	return q, audit, clk
 }

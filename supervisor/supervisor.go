@@ -182,25 +182,20 @@ func (s *Supervisor) Worker(name string) (*Worker, error) {
 }
 
 // Statuses is every worker's status, in configured order.
-func (s *Supervisor) Statuses() []Status {
-	s.mu.Lock()
-	workers := slices.Clone(s.workers)
-	s.mu.Unlock()
-	out := make([]Status, len(workers))
-	for i, w := range workers {
-		out[i] = w.Status()
-	}
-	return out
-}
+func (s *Supervisor) Statuses() []Status { return eachWorker(s, (*Worker).Status) }
 
 // Activity is every worker's activity history, in configured order.
-func (s *Supervisor) Activity() []Activity {
+func (s *Supervisor) Activity() []Activity { return eachWorker(s, (*Worker).Activity) }
+
+// eachWorker is f of every worker, in configured order; the list is read
+// under the lock, the workers outside it.
+func eachWorker[T any](s *Supervisor, f func(*Worker) T) []T {
 	s.mu.Lock()
 	workers := slices.Clone(s.workers)
 	s.mu.Unlock()
-	out := make([]Activity, len(workers))
+	out := make([]T, len(workers))
 	for i, w := range workers {
-		out[i] = w.Activity()
+		out[i] = f(w)
 	}
 	return out
 }

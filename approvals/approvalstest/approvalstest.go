@@ -7,6 +7,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"codexgate/approvals"
 )
@@ -87,4 +88,26 @@ func (a *Audit) Records() []approvals.Record {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return append([]approvals.Record(nil), a.records...)
+}
+
+// Clock is a test clock that moves only when told, for the settle delay.
+type Clock struct {
+	mu  sync.Mutex // protects now
+	now time.Time
+}
+
+// NewClock returns a clock at a fixed time.
+func NewClock() *Clock { return &Clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)} }
+
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Add moves the clock on by d.
+func (c *Clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/godbus/dbus/v5"
 
+	"codexgate/ui/dbustest"
 	"codexgate/ui/hotkey/portal"
 	"codexgate/ui/hotkey/portal/portaltest"
 )
@@ -39,7 +40,7 @@ func TestChoose(t *testing.T) {
 		{"nothing, and every key off", map[string]string{}, false, map[string]string{"allow": "", "deny": ""}, "none", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			address := portaltest.Bus(t)
+			address := dbustest.Bus(t)
 			if tc.portal {
 				portaltest.Start(t, address, portaltest.Options{Version: 1})
 			}
@@ -73,7 +74,7 @@ func TestChoose(t *testing.T) {
 
 // TestChoosePortalTriggers shows the keys the compositor assigned.
 func TestChoosePortalTriggers(t *testing.T) {
-	address := portaltest.Bus(t)
+	address := dbustest.Bus(t)
 	portaltest.Start(t, address, portaltest.Options{Version: 1, KDE527: true, Assign: func(p string) string { return "assigned " + p }})
 	k := choose(func(k string) string { return map[string]string{"WAYLAND_DISPLAY": "wayland-0"}[k] },
 		func() (*dbus.Conn, error) { return dbus.Connect(address) },

@@ -1,58 +1,12 @@
 package notify
 
 import (
-	"bufio"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/godbus/dbus/v5"
 )
-
-// busConfig is a session bus that starts no service on demand. The
-// standard session config would start the desktop's notification server
-// (dunst, in a desktop session) on the first call to it, and a test of a
-// bus without one would talk to it.
-const busConfig = `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:tmpdir=/tmp</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-`
-
-// privateBus starts a session bus of the test's own and returns its address.
-func privateBus(t *testing.T) string {
-	t.Helper()
-	config := filepath.Join(t.TempDir(), "bus.conf")
-	if err := os.WriteFile(config, []byte(busConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("dbus-daemon", "--config-file="+config, "--nofork", "--print-address")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start dbus-daemon: %v", err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	addr, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("dbus-daemon address: %v", err)
-	}
-	return strings.TrimSpace(addr)
-}
 
 // call is one method call the fake server received.
 type call struct {

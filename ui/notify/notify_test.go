@@ -15,6 +15,7 @@ import (
 	"codexgate/approvals"
 	"codexgate/approvals/approvalstest"
 	"codexgate/supervisor"
+	"codexgate/ui/dbustest"
 )
 
 const (
@@ -29,23 +30,6 @@ func commandParams(item, command string) string {
 	return fmt.Sprintf(`{"threadId":"T","turnId":"U","itemId":%q,"startedAtMs":1,"command":%s,"cwd":"/w","availableDecisions":["accept","acceptForSession","decline","cancel"]}`, item, cmd)
 }
 
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // harness is a notifier on a private bus with a fake notification server,
 // answering into a real queue.
 type harness struct {
@@ -54,7 +38,7 @@ type harness struct {
 	srv   *fakeServer
 	q     *approvals.Queue
 	audit *approvalstest.Audit
-	clk   *clock
+	clk   *approvalstest.Clock
 	n     *Notifier
 
 	mu     sync.Mutex // protects opened
@@ -63,8 +47,8 @@ type harness struct {
 
 func start(t *testing.T, caps ...string) *harness {
 	t.Helper()
-	addr := privateBus(t)
-	h := &harness{t: t, addr: addr, srv: startServer(t, addr, caps...), audit: &approvalstest.Audit{}, clk: &clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}}
+	addr := dbustest.Bus(t)
+	h := &harness{t: t, addr: addr, srv: startServer(t, addr, caps...), audit: &approvalstest.Audit{}, clk: approvalstest.NewClock()}
 	h.q = approvals.NewQueue(approvals.Options{
 		Limits: approvals.Limits{ShowBytes: 4096, MaxBytes: 1 << 20}, SettleDelay: time.Second,
 		Audit: h.audit, Now: h.clk.Now, Log: slog.New(slog.DiscardHandler),
@@ -404,7 +388,7 @@ func (s *sent) all() []string {
 func TestFallbackBurstsAreCoalescedAndMarkupEscaped(t *testing.T) {
 	t.Parallel()
 	s := &sent{}
-	n := New(Options{Bus: privateBus(t), Fallback: s.send, Turns: true, Log: slog.New(slog.DiscardHandler)})
+	n := New(Options{Bus: dbustest.Bus(t), Fallback: s.send, Turns: true, Log: slog.New(slog.DiscardHandler)})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go n.Run(ctx)

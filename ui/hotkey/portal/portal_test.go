@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"codexgate/ui/dbustest"
 	"codexgate/ui/hotkey/portal"
 	"codexgate/ui/hotkey/portal/portaltest"
 )
@@ -49,7 +50,7 @@ type client struct {
 func open(t *testing.T, address string, keys map[string]string) *client {
 	t.Helper()
 	c := &client{presses: make(chan string, 8), fails: make(chan error, 8)}
-	s, err := portal.Open(context.Background(), portaltest.Connect(t, address), keys,
+	s, err := portal.Open(context.Background(), dbustest.Connect(t, address), keys,
 		func(name string) { c.presses <- name }, func(err error) { c.fails <- err },
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -100,8 +101,8 @@ func (c *client) fail(t *testing.T) error {
 }
 
 func TestVersion(t *testing.T) {
-	address := portaltest.Bus(t)
-	conn := portaltest.Connect(t, address)
+	address := dbustest.Bus(t)
+	conn := dbustest.Connect(t, address)
 	if _, err := portal.Version(context.Background(), conn); !errors.Is(err, portal.ErrUnavailable) {
 		t.Errorf("no portal on the bus: %v, want ErrUnavailable", err)
 	}
@@ -109,13 +110,13 @@ func TestVersion(t *testing.T) {
 	if _, err := portal.Version(context.Background(), conn); !errors.Is(err, portal.ErrUnavailable) {
 		t.Errorf("a portal without GlobalShortcuts: %v, want ErrUnavailable", err)
 	}
-	if _, err := portal.Open(context.Background(), portaltest.Connect(t, address), defaultKeys, nil, nil, slog.Default()); !errors.Is(err, portal.ErrUnavailable) {
+	if _, err := portal.Open(context.Background(), dbustest.Connect(t, address), defaultKeys, nil, nil, slog.Default()); !errors.Is(err, portal.ErrUnavailable) {
 		t.Errorf("Open on a portal without GlobalShortcuts: %v, want ErrUnavailable", err)
 	}
 
-	other := portaltest.Bus(t)
+	other := dbustest.Bus(t)
 	portaltest.Start(t, other, portaltest.Options{Version: 2})
-	if v, err := portal.Version(context.Background(), portaltest.Connect(t, other)); err != nil || v != 2 {
+	if v, err := portal.Version(context.Background(), dbustest.Connect(t, other)); err != nil || v != 2 {
 		t.Errorf("Version = %d, %v; want 2", v, err)
 	}
 }
@@ -134,7 +135,7 @@ func TestBind(t *testing.T) {
 		{"no results", portaltest.Options{Version: 1, BindWithoutResults: true}, []string{"CreateSession", "BindShortcuts", "ListShortcuts"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			address := portaltest.Bus(t)
+			address := dbustest.Bus(t)
 			fake := portaltest.Start(t, address, tc.opts)
 			c := open(t, address, defaultKeys)
 			c.triggers(t, map[string]string{"allow": "CTRL+ALT+y", "deny": "CTRL+ALT+n"})
@@ -159,7 +160,7 @@ func TestBind(t *testing.T) {
 // rebinds for it.
 func TestActivated(t *testing.T) {
 	advance := portal.SetClock(t)
-	address := portaltest.Bus(t)
+	address := dbustest.Bus(t)
 	fake := portaltest.Start(t, address, portaltest.Options{Version: 1, KDE527: true})
 	c := open(t, address, defaultKeys)
 	c.triggers(t, map[string]string{"allow": "CTRL+ALT+y", "deny": "CTRL+ALT+n"})
@@ -197,7 +198,7 @@ func TestActivated(t *testing.T) {
 // TestRefused reports a binding the person refused, once, and holds no
 // triggers.
 func TestRefused(t *testing.T) {
-	address := portaltest.Bus(t)
+	address := dbustest.Bus(t)
 	portaltest.Start(t, address, portaltest.Options{Version: 1, Refuse: true})
 	c := open(t, address, defaultKeys)
 	if err := c.fail(t); !errors.Is(err, portal.ErrRefused) {
@@ -211,7 +212,7 @@ func TestRefused(t *testing.T) {
 // TestAssignedElsewhere keeps what the compositor assigned, not what was
 // preferred, and says so when it assigned nothing.
 func TestAssignedElsewhere(t *testing.T) {
-	address := portaltest.Bus(t)
+	address := dbustest.Bus(t)
 	portaltest.Start(t, address, portaltest.Options{Version: 1, Assign: func(preferred string) string {
 		if preferred == "CTRL+ALT+y" {
 			return "Meta+Shift+Y"
@@ -221,7 +222,7 @@ func TestAssignedElsewhere(t *testing.T) {
 	c := open(t, address, defaultKeys)
 	c.triggers(t, map[string]string{"allow": "Meta+Shift+Y"})
 
-	none := portaltest.Bus(t)
+	none := dbustest.Bus(t)
 	portaltest.Start(t, none, portaltest.Options{Version: 1, Assign: func(string) string { return "" }})
 	if err := open(t, none, defaultKeys).fail(t); err == nil {
 		t.Error("no failure when no shortcut got a key")
@@ -229,7 +230,7 @@ func TestAssignedElsewhere(t *testing.T) {
 }
 
 func TestShortcutsChanged(t *testing.T) {
-	address := portaltest.Bus(t)
+	address := dbustest.Bus(t)
 	fake := portaltest.Start(t, address, portaltest.Options{Version: 1})
 	c := open(t, address, defaultKeys)
 	c.triggers(t, map[string]string{"allow": "CTRL+ALT+y", "deny": "CTRL+ALT+n"})
@@ -242,7 +243,7 @@ func TestShortcutsChanged(t *testing.T) {
 // TestSetKeys binds new keys in a new session and closes the old one; the
 // same keys, and Close, bind nothing more.
 func TestSetKeys(t *testing.T) {
-	address := portaltest.Bus(t)
+	address := dbustest.Bus(t)
 	fake := portaltest.Start(t, address, portaltest.Options{Version: 1})
 	c := open(t, address, defaultKeys)
 	c.triggers(t, map[string]string{"allow": "CTRL+ALT+y", "deny": "CTRL+ALT+n"})
@@ -262,7 +263,7 @@ func TestSetKeys(t *testing.T) {
 // TestSessionClosed reports a session the portal ended and passes nothing
 // on after it.
 func TestSessionClosed(t *testing.T) {
-	address := portaltest.Bus(t)
+	address := dbustest.Bus(t)
 	fake := portaltest.Start(t, address, portaltest.Options{Version: 1})
 	c := open(t, address, defaultKeys)
 	c.triggers(t, map[string]string{"allow": "CTRL+ALT+y", "deny": "CTRL+ALT+n"})
@@ -288,7 +289,7 @@ func TestSessionClosed(t *testing.T) {
 // component, so the second must find the same one. The keys it holds win
 // over new preferred ones, and Triggers says so.
 func TestRestartKeepsTheKeys(t *testing.T) {
-	address := portaltest.Bus(t)
+	address := dbustest.Bus(t)
 	fake := portaltest.Start(t, address, portaltest.Options{Version: 1, KDE527: true})
 	first := open(t, address, defaultKeys)
 	first.triggers(t, map[string]string{"allow": "CTRL+ALT+y", "deny": "CTRL+ALT+n"})
@@ -310,7 +311,7 @@ func TestRestartKeepsTheKeys(t *testing.T) {
 // TestRepeat passes on one activation of a held key, as X11 grabs do.
 func TestRepeat(t *testing.T) {
 	advance := portal.SetClock(t)
-	address := portaltest.Bus(t)
+	address := dbustest.Bus(t)
 	fake := portaltest.Start(t, address, portaltest.Options{Version: 1})
 	c := open(t, address, defaultKeys)
 	c.triggers(t, map[string]string{"allow": "CTRL+ALT+y", "deny": "CTRL+ALT+n"})

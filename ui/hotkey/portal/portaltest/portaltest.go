@@ -7,13 +7,8 @@
 package portaltest
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"maps"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -21,66 +16,9 @@ import (
 
 	"github.com/godbus/dbus/v5"
 
+	"codexgate/ui/dbustest"
 	"codexgate/ui/hotkey/portal"
 )
-
-// busConfig is a session bus with no service directories: nothing is
-// started on demand, so an absent portal stays absent.
-const busConfig = `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:dir=%s</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-`
-
-// Bus starts a private session bus for the test and returns its address.
-func Bus(t testing.TB) string {
-	t.Helper()
-	// A short directory: a socket path has at most 107 bytes.
-	dir, err := os.MkdirTemp("", "bus")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	cfg := filepath.Join(dir, "bus.conf")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, busConfig, dir), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("dbus-daemon", "--config-file="+cfg, "--print-address=1", "--nofork")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start dbus-daemon: %v", err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	address, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("dbus-daemon printed no address: %v %s", err, stderr.String())
-	}
-	return strings.TrimSpace(address)
-}
-
-// Connect opens a connection to the bus at address, closed with the test.
-func Connect(t testing.TB, address string) *dbus.Conn {
-	t.Helper()
-	conn, err := dbus.Connect(address)
-	if err != nil {
-		t.Fatalf("connect to %s: %v", address, err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
-}
 
 // Options shape the fake.
 type Options struct {
@@ -130,7 +68,7 @@ type session struct {
 // Start runs the fake on the bus at address until the test ends.
 func Start(t testing.TB, address string, opts Options) *Portal {
 	t.Helper()
-	p := &Portal{conn: Connect(t, address), opts: opts, sessions: map[dbus.ObjectPath]*session{},
+	p := &Portal{conn: dbustest.Connect(t, address), opts: opts, sessions: map[dbus.ObjectPath]*session{},
 		components: map[string]map[string]string{}, held: map[string]string{}}
 	if err := p.conn.Export(properties{p}, portal.ObjectPath, "org.freedesktop.DBus.Properties"); err != nil {
 		t.Fatal(err)
