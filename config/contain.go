@@ -604,7 +604,7 @@ func contains(root, p string) bool {
 		return false
 	}
 	for ; ; q = filepath.Dir(q) {
-		if in(filepath.Join(resolve(filepath.Dir(q)), filepath.Base(q))) {
+		if in(filepath.Join(resolve(filepath.Dir(q)), filepath.Base(q))) || sameDir(root, q) {
 			return true
 		}
 		if filepath.Dir(q) == q {
@@ -620,5 +620,17 @@ func same(a, b string) bool {
 			return true
 		}
 	}
-	return false
+	return sameDir(a, b)
+}
+
+// sameDir reports whether a and b are one directory by device and inode: a
+// bind mount shows a directory at a second path that no comparison of
+// paths sees.
+func sameDir(a, b string) bool {
+	ai, err := os.Stat(a)
+	if err != nil || !ai.IsDir() {
+		return false
+	}
+	bi, err := os.Stat(b)
+	return err == nil && os.SameFile(ai, bi)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -107,6 +108,39 @@ func TestWorkspaceRule(t *testing.T) {
 				t.Errorf("Problem(%q) = %q, want %q", tc.dir, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestABindMountOfTheHomeIsTheHome: a workspace that is the home mounted at
+// another path (mount --bind) is refused as the home is. The test runs
+// again in a user and mount namespace of its own (unshare), where it may
+// mount.
+func TestABindMountOfTheHomeIsTheHome(t *testing.T) {
+	if os.Getenv("CODEXGATE_TEST_USERNS") == "" {
+		cmd := exec.Command("unshare", "--user", "--map-root-user", "--mount", os.Args[0], "-test.run=^TestABindMountOfTheHomeIsTheHome$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "CODEXGATE_TEST_USERNS=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("in a namespace of its own: %v\n%s", err, out)
+		}
+		return
+	}
+	l := newLayout(t)
+	for _, tc := range []struct{ name, source, want string }{
+		{"the home", l.home, "is your home directory"},
+		{"the config's folder", filepath.Dir(l.cfg), "contains Codexgate's config file"},
+		{"above the home", l.base, "contains your home directory"},
+	} {
+		mnt := filepath.Join(l.other, "mnt-"+strings.ReplaceAll(tc.name, " ", "-"))
+		if err := os.Mkdir(mnt, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mount(tc.source, mnt, "", syscall.MS_BIND, ""); err != nil {
+			t.Fatalf("mount --bind %s %s: %v", tc.source, mnt, err)
+		}
+		t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+		if got := l.guard.Problem(mnt); !strings.Contains(got, tc.want) {
+			t.Errorf("%s mounted at %s: Problem = %q, want %q", tc.name, mnt, got, tc.want)
+		}
 	}
 }
 
