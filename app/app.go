@@ -342,6 +342,10 @@ func (a *app) show(id string) (control.ShowReply, error) {
 	if err != nil {
 		return control.ShowReply{}, err
 	}
+	if approvals.RightToLeft(text) {
+		// A terminal may lay it out in another order than it runs.
+		return control.ShowReply{Card: card, Text: text}, nil
+	}
 	if err := a.queue.MarkShownInFull(card.ID, card.Revision, approvals.ByCLI); err != nil {
 		return control.ShowReply{}, fmt.Errorf("%w; run show again", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/bidi"
 )
 
 // blankMax is the longest run of blanks shown as it is. A longer run
@@ -371,4 +373,24 @@ func FirstLines(s string, n, limit int) string {
 		return shown + " …"
 	}
 	return shown
+}
+
+// RightToLeft reports whether s holds a right-to-left letter or an Arabic
+// digit. Where a line is laid out by the Unicode bidi algorithm (notification
+// servers, many terminals) the characters around them move: `sh ב>א` can
+// read as `sh א<ב`. Such a view does not show the text in the order that
+// runs, so it cannot count as having shown a card whole; the panel lays out
+// one character a cell, in the order that runs.
+func RightToLeft(s string) bool {
+	for _, r := range s {
+		if r < 0x590 { // below Hebrew: no right-to-left class
+			continue
+		}
+		p, _ := bidi.LookupRune(r)
+		switch p.Class() {
+		case bidi.R, bidi.AL, bidi.AN:
+			return true
+		}
+	}
+	return false
 }

@@ -216,3 +216,21 @@ func BenchmarkEscape(b *testing.B) {
 		escape(s, diffLines)
 	}
 }
+
+func TestRightToLeft(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[string]bool{
+		"rm -rf build":       false,
+		"echo héllo ünïcode": false,
+		"echo \u202e":        false, // escaped already: plain ASCII
+		"sh ב>א":             true,  // Hebrew
+		"echo مرحبا > out":   true,  // Arabic
+		"echo ٣":             true,  // an Arabic-Indic digit
+		"printf 'ܐ'":         true,  // Syriac
+		"cat 日本語.txt":        false,
+	} {
+		if got := RightToLeft(s); got != want {
+			t.Errorf("RightToLeft(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

@@ -327,6 +327,9 @@ func cmdShow(g globalFlags, args []string) error {
 	c := r.Card
 	var out strings.Builder
 	fmt.Fprintf(&out, "card %s · revision %d · %s · %d bytes, shown whole\n\n", c.ID, c.Revision, c.Kind, len(r.Text))
+	if !c.ShownInFull {
+		fmt.Fprintln(os.Stderr, "Not recorded as shown: the card holds right-to-left text, which a terminal may lay out in another order than it runs. Allow it from the panel.")
+	}
 	out.WriteString(r.Text)
 	if !strings.HasSuffix(r.Text, "\n") {
 		out.WriteString("\n")

@@ -119,6 +119,10 @@ func TestCardNotifications(t *testing.T) {
 		// middle of this one, the curl among it, and the cwd after it.
 		{name: "too tall to show whole", caps: allCaps, worker: "api", cmd: tall,
 			title: "api wants to run a command", body: []string{"echo building; make", " …"}},
+		// A notification server lays right-to-left text out by the bidi
+		// algorithm: "sh ב>א" may read as "sh א<ב".
+		{name: "right to left", caps: allCaps, worker: "api", cmd: "sh ב>א",
+			title: "api wants to run a command", body: []string{"sh ב"}},
 		{name: "truncated", caps: allCaps, worker: "api", cmd: "echo " + strings.Repeat("y", 5000),
 			title: "api wants to run a command", body: []string{" …"}},
 		{name: "grants", caps: allCaps, worker: "api", grantRoot: `"/w"`,
