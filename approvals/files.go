@@ -21,6 +21,7 @@ import (
 // read again before a yes.
 type shownFile struct {
 	path   string
+	real   string // path with the links in its directories resolved
 	exists bool
 	sum    [sha256.Size]byte
 }
@@ -60,7 +61,7 @@ func (d *disk) file(path string) (string, bool, error) {
 		return "", false, refuse("%s cannot be shown: %v", line(path), err)
 	}
 	d.budget -= len(content)
-	d.read = append(d.read, shownFile{path: path, exists: exists, sum: sha256.Sum256(content)})
+	d.read = append(d.read, shownFile{path: path, real: resolved(path), exists: exists, sum: sha256.Sum256(content)})
 	s := string(content)
 	d.pending[path] = &s
 	if !exists {
@@ -116,13 +117,31 @@ func readCapped(path string, limit int) ([]byte, bool, error) {
 	return content, true, nil
 }
 
+// resolved is path with the symbolic links of its directories resolved, as
+// far as they exist: where codex will really write. The agent can swap a
+// directory of the workspace for a link at any time, and a file that is
+// absent in both places reads the same: the place itself is compared.
+func resolved(path string) string {
+	dir, rest := filepath.Dir(path), filepath.Base(path)
+	for {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(real, rest)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return filepath.Clean(path)
+		}
+		dir, rest = parent, filepath.Join(filepath.Base(dir), rest)
+	}
+}
+
 // changedOnDisk reads again the files a card showed and returns the first
 // that is not as it was shown, or "" when all are. A file that cannot be
 // read now counts as changed.
 func changedOnDisk(files []shownFile, limit int) string {
 	for _, f := range files {
 		content, exists, err := readCapped(f.path, limit)
-		if err != nil || exists != f.exists || sha256.Sum256(content) != f.sum {
+		if err != nil || resolved(f.path) != f.real || exists != f.exists || sha256.Sum256(content) != f.sum {
 			return f.path
 		}
 		limit -= len(content)
