@@ -207,12 +207,15 @@ func (s *Server) serve(ctx context.Context, conn *net.UnixConn) {
 		conn.Close()
 	}()
 	conn.SetDeadline(time.Now().Add(connTimeout))
-	// The request is read before anything else, a refused peer's too: a
-	// client whose request was never read would see a broken pipe, not
-	// the reason.
+	// The peer is judged as soon as it connects: its credentials are those
+	// of the process that connected, whose pid could name another process
+	// once it has exited, and a client chooses when it writes.
+	peerErr := s.checkPeer(conn)
+	// The request is read all the same, a refused peer's too: a client
+	// whose request was never read would see a broken pipe, not the reason.
 	req, readErr := readRequest(conn)
 	var resp Response
-	if err := s.checkPeer(conn); err != nil {
+	if err := peerErr; err != nil {
 		s.Log.Warn("refused a control connection", "err", err)
 		s.Refused(err.Error())
 		resp.Error = "refused: " + err.Error()
