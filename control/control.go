@@ -166,8 +166,22 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.mu.Unlock()
 	}()
 	var err error
+	var pause time.Duration
 	for {
 		conn, aerr := s.ln.AcceptUnix()
+		if aerr != nil && ctx.Err() == nil && passing(aerr) {
+			// Out of descriptors or memory, or a peer gone before it was
+			// accepted: wait and go on, as net/http does. Connections held
+			// open by a local program must not end the socket for good.
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			s.Log.Warn("control socket: accept", "err", aerr, "retry_in", pause)
+			select {
+			case <-ctx.Done():
+			case <-time.After(pause):
+			}
+			continue
+		}
+		pause = 0
 		if aerr != nil {
 			if ctx.Err() == nil {
 				err = fmt.Errorf("accept: %w", aerr)
@@ -184,6 +198,16 @@ func (s *Server) Serve(ctx context.Context) error {
 	<-stopped
 	s.wg.Wait()
 	return err
+}
+
+// passing reports whether an accept error is one that goes away.
+func passing(err error) bool {
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // track adds conn to the open connections, unless shutdown has begun.

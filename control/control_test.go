@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -175,5 +176,45 @@ func TestThePeerIsCheckedWhenItConnects(t *testing.T) {
 	var resp Response
 	if err := json.NewDecoder(conn).Decode(&resp); err != nil || !strings.Contains(resp.Error, "descends from worker") {
 		t.Errorf("reply %+v (%v)", resp, err)
+	}
+}
+
+// Running out of file descriptors (a local program holding connections
+// open) is a pause, not the end of the control socket.
+func TestAcceptErrorsDoNotEndTheServer(t *testing.T) {
+	path, _, cancel, done := serveForTest(t, func(context.Context, Request) (any, error) { return "answered", nil })
+	defer func() { cancel(); <-done }()
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	open, _ := os.ReadDir("/proc/self/fd")
+	low := lim
+	low.Cur = uint64(len(open) + 16)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	for range 64 {
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			break
+		}
+		conns = append(conns, c)
+	}
+	// Let the server meet the limit while every descriptor is taken.
+	select {
+	case err := <-done:
+		done <- err
+	case <-time.After(200 * time.Millisecond):
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Call(path, Request{Op: "cards"}, 5*time.Second); err != nil {
+		t.Errorf("after the descriptors ran out: %v", err)
 	}
 }
