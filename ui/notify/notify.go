@@ -320,10 +320,21 @@ func (n *Notifier) replace(ctx context.Context, prev, s *shown, nt note) {
 	}
 }
 
-// holdsWhole: the card's whole text fits in a notification's body.
+// holdsWhole: the card's whole text fits in a notification's body as a
+// small server shows it. dunst's default box, 300 by 300 pixels, holds about
+// 20 rows of 45 columns, the title's included, and cuts the rest without a
+// mark; the rows are counted at fewer columns (in bytes, so that wide
+// characters count more), with room for lines that wrap at a word.
 func holdsWhole(c approvals.Card) bool {
-	const wholeBytes, wholeLines = 1024, 12
-	return !c.Truncated && c.Body != "" && len(c.Body) <= wholeBytes && strings.Count(c.Body, "\n") <= wholeLines
+	const wholeColumns, wholeRows = 40, 14
+	if c.Truncated || c.Body == "" {
+		return false
+	}
+	rows := 0
+	for _, l := range strings.Split(strings.TrimSuffix(c.Body, "\n"), "\n") {
+		rows += max(1, (len(l)+wholeColumns-1)/wholeColumns)
+	}
+	return rows <= wholeRows
 }
 
 func (n *Notifier) actions(c approvals.Card, allow bool) []string {
