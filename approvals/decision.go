@@ -348,6 +348,13 @@ func showChange(files *disk, path, kind, move, diff string) (FileChange, string,
 	if err != nil {
 		return shown, "", err
 	}
+	// A link on the way is named: the path alone would not say where the
+	// change lands.
+	for _, p := range []string{path, move} {
+		if at, err := landing(p); p != "" && err == nil && at != filepath.Clean(p) {
+			header(fmt.Sprintf("%s is really %s: a directory on its way is a symbolic link", line(p), line(at)))
+		}
+	}
 	if !exists && kind != "add" {
 		return shown, "", refuse("%s does not exist on disk, so the %s cannot be shown", shown.Path, kind)
 	}

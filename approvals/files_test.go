@@ -214,9 +214,11 @@ func TestFileChangesWhereTheyLand(t *testing.T) {
 	os.Symlink(ssh, filepath.Join(ws, "link"))
 	for _, tc := range []struct {
 		name, path, diff string
+		really           string // the line that names where a link on the way leads
 	}{
-		{"dot-dot after a missing folder", filepath.Join(ws, "missing") + "/../../.bashrc", "@@ -1 +1 @@\n-mine\n+evil\n"},
-		{"a folder on the way is a link", filepath.Join(ws, "link", "authorized_keys"), "@@ -1 +1 @@\n-ssh-ed25519 AAAAmine me\n+evil\n"},
+		{"dot-dot after a missing folder", filepath.Join(ws, "missing") + "/../../.bashrc", "@@ -1 +1 @@\n-mine\n+evil\n", ""},
+		{"a folder on the way is a link", filepath.Join(ws, "link", "authorized_keys"), "@@ -1 +1 @@\n-ssh-ed25519 AAAAmine me\n+evil\n",
+			"*** " + filepath.Join(ws, "link", "authorized_keys") + " is really " + keys + ": a directory on its way is a symbolic link\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := build(fileChangeRequest(mkChange("add", tc.path, "evil\n")), DefaultLimits)
@@ -227,7 +229,7 @@ func TestFileChangesWhereTheyLand(t *testing.T) {
 			if len(b.card.Changes) != 1 || b.card.Changes[0] != want {
 				t.Fatalf("changes %+v, want %+v", b.card.Changes, want)
 			}
-			head := "*** add " + tc.path + " (replaces an existing file)\n"
+			head := tc.really + "*** add " + tc.path + " (replaces an existing file)\n"
 			if b.card.Diff != head+tc.diff {
 				t.Errorf("diff:\n%s\nwant:\n%s", b.card.Diff, head+tc.diff)
 			}

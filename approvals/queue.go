@@ -413,6 +413,10 @@ func (q *Queue) updateItem(ev Event) {
 	builds := make([]*built, len(hits))
 	errs := make([]error, len(hits))
 	for i, req := range reqs {
+		if ev.Item == nil {
+			errs[i] = refuse("another item in flight has the same id, so whose changes these are cannot be told")
+			continue
+		}
 		builds[i], errs[i] = rebuild(req, lim)
 	}
 	q.mu.Lock()

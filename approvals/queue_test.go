@@ -140,6 +140,14 @@ func TestWhatIsShownIsWhatIsAnswered(t *testing.T) {
 	if s := replies.Sent(); len(q.Cards()) != 0 || len(s) != 1 || string(s[0]) != `{"decision":"decline"}` {
 		t.Errorf("empty update: cards %d, sent %s", len(q.Cards()), s)
 	}
+	// An update without an item (its id is shared by another item in
+	// flight, so whose it is cannot be told) is declined too.
+	req, replies = approvalstest.Request(t, "api", 1, "2", approvals.MethodFileChangeApproval, fileChange, fmt.Sprintf(patchItem, "x"))
+	q.Open(req)
+	q.Event(approvals.Event{Kind: approvals.ItemUpdated, Worker: "api", Session: 1, ThreadID: "T", TurnID: "U", ItemID: "p1"})
+	if s := replies.Sent(); len(q.Cards()) != 0 || len(s) != 1 || string(s[0]) != `{"decision":"decline"}` {
+		t.Errorf("update without an item: cards %d, sent %s", len(q.Cards()), s)
+	}
 }
 
 func TestCardsCloseWhenNoLongerWanted(t *testing.T) {

@@ -24,7 +24,9 @@ type Request struct {
 type EventKind int
 
 const (
-	// ItemUpdated: Item holds the item with new changes (patchUpdated).
+	// ItemUpdated: Item holds the item with new changes (patchUpdated); no
+	// Item when whose changes they are cannot be told, which declines the
+	// cards of the item.
 	ItemUpdated EventKind = iota + 1
 	// ItemCompleted: Item holds the final item.
 	ItemCompleted

@@ -194,3 +194,41 @@ func TestOpenCardsAreCapped(t *testing.T) {
 		})
 	}
 }
+
+// The agent can swap a directory of its workspace for a link to anywhere:
+// a new file is absent both here and there, so the place it lands is
+// compared too, and a link on the way is named on the card.
+func TestADirectorySwappedForALinkIsANewRevision(t *testing.T) {
+	ws, elsewhere := t.TempDir(), t.TempDir()
+	os.Mkdir(filepath.Join(ws, "real"), 0o700)
+	dir := filepath.Join(ws, "dir")
+	if err := os.Symlink(filepath.Join(ws, "real"), dir); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "run.sh")
+	item, _ := json.Marshal(map[string]any{"type": "fileChange", "id": "p1", "changes": []any{
+		map[string]any{"path": path, "kind": map[string]any{"type": "add"}, "diff": "echo hi\n"},
+	}})
+	q, _, _ := newQueue(t)
+	req, replies := approvalstest.Request(t, "api", 1, "0", approvals.MethodFileChangeApproval, fileChange, string(item))
+	q.Open(req)
+	c := q.Cards()[0]
+	if want := filepath.Join(ws, "real", "run.sh"); !strings.Contains(c.Body, want) {
+		t.Errorf("the card does not name where the file lands (%s):\n%s", want, c.Body)
+	}
+
+	os.Remove(dir)
+	if err := os.Symlink(elsewhere, dir); err != nil {
+		t.Fatal(err)
+	}
+	_, err := q.Answer(approvals.Answer{Card: c.ID, Decision: approvals.DecisionAllow, Revision: 1, By: approvals.ByPanel})
+	if !errors.Is(err, approvals.ErrStale) {
+		t.Fatalf("allow after the directory became a link elsewhere: %v", err)
+	}
+	if len(replies.Sent()) != 0 {
+		t.Fatalf("sent %s", replies.Sent())
+	}
+	if c2 := q.Cards()[0]; c2.Revision != 2 || !strings.Contains(c2.Body, filepath.Join(elsewhere, "run.sh")) {
+		t.Errorf("revised card:\n%s", c2.Body)
+	}
+}

@@ -196,8 +196,22 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.mu.Unlock()
 	}()
 	var err error
+	var pause time.Duration
 	for {
 		conn, aerr := s.ln.AcceptUnix()
+		if aerr != nil && ctx.Err() == nil && passing(aerr) {
+			// Out of descriptors or memory, or a peer gone before it was
+			// accepted: wait and go on, as net/http does. Connections held
+			// open by a local program must not end the socket for good.
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			s.Log.Warn("control socket: accept", "err", aerr, "retry_in", pause)
+			select {
+			case <-ctx.Done():
+			case <-time.After(pause):
+			}
+			continue
+		}
+		pause = 0
 		if aerr != nil {
 			if ctx.Err() == nil {
 				err = fmt.Errorf("accept: %w", aerr)
@@ -214,6 +228,16 @@ func (s *Server) Serve(ctx context.Context) error {
 	<-stopped
 	s.wg.Wait()
 	return err
+}
+
+// passing reports whether an accept error is one that goes away.
+func passing(err error) bool {
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // track adds conn to the open connections, unless shutdown has begun.
@@ -237,12 +261,15 @@ func (s *Server) serve(ctx context.Context, conn *net.UnixConn) {
 		conn.Close()
 	}()
 	conn.SetDeadline(time.Now().Add(connTimeout))
-	// The request is read before anything else, a refused peer's too: a
-	// client whose request was never read would see a broken pipe, not
-	// the reason.
+	// The peer is judged as soon as it connects: its credentials are those
+	// of the process that connected, whose pid could name another process
+	// once it has exited, and a client chooses when it writes.
+	peerErr := s.checkPeer(conn)
+	// The request is read all the same, a refused peer's too: a client
+	// whose request was never read would see a broken pipe, not the reason.
 	req, readErr := readRequest(conn)
 	var resp Response
-	if err := s.checkPeer(conn); err != nil {
+	if err := peerErr; err != nil {
 		s.Log.Warn("refused a control connection", "err", err)
 		s.Refused(err.Error())
 		resp.Error = "refused: " + err.Error()

@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -134,5 +136,85 @@ func waitGoroutines(t *testing.T, before int) {
 			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The peer is judged as it connects, not when its request arrives: a
+// client may hold its connection open for minutes before it writes, long
+// enough for the process that connected to exit and its pid to be reused
+// by a process that does not descend from a worker.
+func TestThePeerIsCheckedWhenItConnects(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "control.sock")
+	srv, err := Listen(path, func(context.Context, Request) (any, error) { return "answered", nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.self = -1
+	checked := make(chan struct{}, 1)
+	worker := os.Getpid() // the peer's pid descends from a worker while it connects
+	srv.Excluded = func() []int {
+		excluded := []int{worker}
+		checked <- struct{}{}
+		return excluded
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+	conn, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	select {
+	case <-checked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the peer was not checked before it sent its request")
+	}
+	worker = -1 // its pid now names another process
+	conn.Write([]byte(`{"op":"answer","decision":"allow"}` + "\n"))
+	var resp Response
+	if err := json.NewDecoder(conn).Decode(&resp); err != nil || !strings.Contains(resp.Error, "descends from worker") {
+		t.Errorf("reply %+v (%v)", resp, err)
+	}
+}
+
+// Running out of file descriptors (a local program holding connections
+// open) is a pause, not the end of the control socket.
+func TestAcceptErrorsDoNotEndTheServer(t *testing.T) {
+	path, _, cancel, done := serveForTest(t, func(context.Context, Request) (any, error) { return "answered", nil })
+	defer func() { cancel(); <-done }()
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	open, _ := os.ReadDir("/proc/self/fd")
+	low := lim
+	low.Cur = uint64(len(open) + 16)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	for range 64 {
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			break
+		}
+		conns = append(conns, c)
+	}
+	// Let the server meet the limit while every descriptor is taken.
+	select {
+	case err := <-done:
+		done <- err
+	case <-time.After(200 * time.Millisecond):
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Call(path, Request{Op: "cards"}, 5*time.Second); err != nil {
+		t.Errorf("after the descriptors ran out: %v", err)
 	}
 }

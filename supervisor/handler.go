@@ -65,7 +65,20 @@ func (h *connHandler) Notification(method string, params json.RawMessage) {
 			return
 		}
 		if hdr.Type == "commandExecution" || hdr.Type == "fileChange" {
-			h.items(func(items map[string]trackedItem) { items[hdr.ID] = trackedItem{turnID: n.TurnID, raw: n.Item} })
+			shared := false
+			h.items(func(items map[string]trackedItem) {
+				it, ok := items[hdr.ID]
+				if shared = ok && it.inFlight > 0; shared {
+					it.inFlight++
+					it.raw = nil
+					items[hdr.ID] = it
+					return
+				}
+				items[hdr.ID] = trackedItem{turnID: n.TurnID, raw: n.Item, inFlight: 1}
+			})
+			if shared {
+				w.log.Warn("two items in flight share an id: requests that name it show no item and are declined", "item", hdr.ID)
+			}
 		}
 		w.record(h.session, func(hi *history) bool { return hi.item(n.TurnID, n.Item, false) })
 	case codexrpc.NotifyPatchUpdated:
@@ -75,12 +88,21 @@ func (h *connHandler) Notification(method string, params json.RawMessage) {
 		}
 		var it trackedItem
 		started, updated := false, false
+		shared := false
 		h.items(func(items map[string]trackedItem) {
-			if it, started = items[n.ItemID]; started {
+			if it, started = items[n.ItemID]; started && it.raw == nil {
+				shared = true
+			} else if started {
 				it.raw, updated = withChanges(it.raw, n.Changes)
 				items[n.ItemID] = it
 			}
 		})
+		if shared {
+			// Whose changes these are cannot be told: the cards of the id
+			// are declined (an update without an item).
+			w.opts.Approver.Event(h.event(approvals.ItemUpdated, n.ThreadID, n.TurnID, n.ItemID))
+			return
+		}
 		if !updated {
 			w.log.Warn("skipped a patch update", "item", n.ItemID, "started", started)
 			return
@@ -95,7 +117,14 @@ func (h *connHandler) Notification(method string, params json.RawMessage) {
 		if !h.decode(method, params, &n) || !h.decode(method, n.Item, &hdr) {
 			return
 		}
-		h.items(func(items map[string]trackedItem) { delete(items, hdr.ID) })
+		h.items(func(items map[string]trackedItem) {
+			if it := items[hdr.ID]; it.inFlight > 1 {
+				it.inFlight--
+				items[hdr.ID] = it
+			} else {
+				delete(items, hdr.ID)
+			}
+		})
 		if hdr.Type == "agentMessage" {
 			h.remember(n.TurnID, n.Item)
 		}

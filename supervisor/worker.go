@@ -148,7 +148,11 @@ type Worker struct {
 
 type trackedItem struct {
 	turnID string
-	raw    json.RawMessage
+	raw    json.RawMessage // nil while the id is shared
+	// inFlight counts the started items with this id that have not
+	// completed. Item ids are the model's call ids: parallel calls can share
+	// one, and a request naming it cannot be told which item is its own.
+	inFlight int
 }
 
 func newWorker(spec Spec, opts *Options, secrets *secretCache) *Worker {

@@ -217,17 +217,22 @@ func (p *Panel) render(c approvals.Card) {
 		p.cardBox.Hide()
 		p.activity.scroll.Show()
 		p.header.SetText("No cards waiting")
-		p.body.setRows(nil)
+		p.body.setRows(nil, nil)
 		p.showAll.Hide()
 		return
 	}
 	p.activity.scroll.Hide()
 	p.cardBox.Show()
 	p.header.SetText(fmt.Sprintf("%s · %s · revision %d", c.ID, c.Kind, c.Revision))
-	if changed && !c.Truncated && !c.ShownInFull {
-		p.reportShown(c)
+	// A card that is not truncated is reported shown in full once its last
+	// row has been in view, not when it is put in a view that scrolls.
+	var seen func()
+	if !c.Truncated && !c.ShownInFull {
+		seen = func() { p.reportShown(c) }
 	}
-	p.body.setRows(gridRows(c.Body, truncationNotice(c)))
+	if changed || seen == nil {
+		p.body.setRows(gridRows(c.Body, truncationNotice(c)), seen)
+	}
 	if c.Truncated {
 		p.showAll.Show()
 	} else {
@@ -360,7 +365,7 @@ func (p *Panel) openFull() {
 			view := newWrapped()
 			w.SetContent(view.box)
 			w.Resize(fyne.NewSize(980, 700))
-			view.setRows(gridRows(full, ""))
+			view.setRows(gridRows(full, ""), nil)
 			w.Show()
 			p.reportShown(c)
 		})

@@ -382,3 +382,25 @@ func rowsText(rows []widget.TextGridRow, joined bool) string {
 	}
 	return b.String()
 }
+
+// A card longer than the panel's view is not on screen whole when it is
+// rendered: it is reported shown in full (which a quick yes by hotkey needs)
+// only once its last row has been in view.
+func TestALongCardIsShownInFullOnlyOnceScrolledToItsEnd(t *testing.T) {
+	app := test.NewTempApp(t)
+	b := newBackend(t, approvals.DefaultLimits)
+	b.open(t, "1", approvals.MethodFileChangeApproval, patchParams, bigPatch(workspace(t)))
+	if c := b.q.Cards()[0]; c.Truncated {
+		t.Fatal("the fixture must not be truncated")
+	}
+	p := New(app, b)
+	p.Update(b.state(0))
+	if rows, view := p.body.grid.MinSize().Height, p.body.scroll.Size().Height; rows <= view {
+		t.Fatalf("the card fits the view (%v <= %v)", rows, view)
+	}
+	if p.body.seen == nil {
+		t.Fatal("a card whose end is out of view was reported shown in full")
+	}
+	p.body.scroll.ScrollToBottom()
+	waitFor(t, func() bool { return b.q.Cards()[0].ShownInFull })
+}

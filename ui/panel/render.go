@@ -116,6 +116,9 @@ type wrapped struct {
 	grid   *widget.TextGrid
 	scroll *container.Scroll
 	box    *fyne.Container
+	// seen is called once, when the last row has been in view: only then
+	// has the whole text been on screen. nil once called.
+	seen func()
 }
 
 func newWrapped() *wrapped {
@@ -123,14 +126,30 @@ func newWrapped() *wrapped {
 	// The grid scrolls inside a container of its own, which clips it.
 	w.grid.Scroll = fyne.ScrollNone
 	w.scroll = container.NewVScroll(w.grid)
+	w.scroll.OnScrolled = func(fyne.Position) { w.checkSeen() }
 	w.box = container.New(w, w.scroll)
 	return w
 }
 
-// setRows shows rows, wrapped at the current width.
-func (w *wrapped) setRows(rows []widget.TextGridRow) {
-	w.rows, w.cols = rows, 0
+// setRows shows rows, wrapped at the current width; seen (if not nil) is
+// called once their last row has been in view.
+func (w *wrapped) setRows(rows []widget.TextGridRow, seen func()) {
+	w.rows, w.cols, w.seen = rows, 0, seen
 	w.reflow(w.box.Size().Width)
+	w.checkSeen()
+}
+
+// checkSeen calls seen if the last row is in view now. Before the first
+// layout nothing is in view.
+func (w *wrapped) checkSeen() {
+	if w.seen == nil || w.cols == 0 || w.scroll.Size().Height <= 0 {
+		return
+	}
+	if w.scroll.Offset.Y+w.scroll.Size().Height >= w.grid.MinSize().Height-1 {
+		seen := w.seen
+		w.seen = nil
+		seen()
+	}
 }
 
 // cellSize is the size of one monospaced cell, measured as TextGrid does.
@@ -160,6 +179,7 @@ func (w *wrapped) reflow(width float32) {
 func (w *wrapped) Layout(_ []fyne.CanvasObject, size fyne.Size) {
 	w.scroll.Resize(size)
 	w.reflow(size.Width)
+	w.checkSeen()
 }
 
 // MinSize is fyne.Layout: a few columns and rows, so that the window can

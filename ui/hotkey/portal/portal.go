@@ -113,6 +113,7 @@ func Trigger(spec string) (string, error) {
 type Shortcuts struct {
 	conn    *dbus.Conn
 	sender  string // the connection's unique name as request paths spell it
+	owner   string // the portal's unique name; used by the listen goroutine
 	onPress func(name string)
 	onFail  func(error)
 	log     *slog.Logger
@@ -164,6 +165,7 @@ func Open(ctx context.Context, conn *dbus.Conn, keyset map[string]string, onPres
 		pending:  map[dbus.ObjectPath]chan response{},
 		last:     map[string]time.Time{},
 	}
+	s.owner, _ = portalOwner(ctx, conn) // "" is found again at the first signal
 	// The portal sends its signals to this connection only; the match rules
 	// are for buses that route them by rule all the same.
 	for _, m := range [][]dbus.MatchOption{
@@ -408,7 +410,41 @@ func (s *Shortcuts) listen(ctx context.Context) {
 	}
 }
 
+// portalOwner is the unique name of the portal's connection.
+func portalOwner(ctx context.Context, conn *dbus.Conn) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, closeTimeout)
+	defer cancel()
+	var owner string
+	err := conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetNameOwner", 0, BusName).Store(&owner)
+	return owner, err
+}
+
+// fromPortal checks the sender: a signal sent straight to this connection
+// reaches it whatever the match rules, and any client of the bus could send
+// one that looks like a press of the allow key. A portal that restarted has
+// a new unique name, so a mismatch is checked once more against the owner.
+func (s *Shortcuts) fromPortal(sig *dbus.Signal) bool {
+	if sig.Sender != "" && sig.Sender == s.owner {
+		return true
+	}
+	owner, err := portalOwner(context.Background(), s.conn)
+	if err != nil {
+		return false
+	}
+	s.owner = owner
+	return sig.Sender == owner
+}
+
 func (s *Shortcuts) handle(sig *dbus.Signal) {
+	switch sig.Name {
+	case RequestIface + ".Response", Interface + ".Activated", Interface + ".ShortcutsChanged", SessionIface + ".Closed":
+	default:
+		return // the connection's other signals
+	}
+	if !s.fromPortal(sig) {
+		s.log.Warn("ignored a portal signal that the portal did not send", "sender", sig.Sender, "name", sig.Name)
+		return
+	}
 	switch sig.Name {
 	case RequestIface + ".Response":
 		var r response

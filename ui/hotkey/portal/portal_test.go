@@ -7,8 +7,11 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/godbus/dbus/v5"
 
 	"codexgate/ui/dbustest"
 	"codexgate/ui/hotkey/portal"
@@ -326,5 +329,50 @@ func TestRepeat(t *testing.T) {
 	fake.Activate(t, "deny")
 	if got := c.press(t); got != "deny" {
 		t.Errorf("press %q after the key was let go, want deny", got)
+	}
+}
+
+// TestForgedActivationIsIgnored: any client of the session bus can send a
+// signal straight to Codexgate's connection, whatever its match rules, and
+// the session's path is known from the connection's name. Only the portal's
+// own activations count.
+func TestForgedActivationIsIgnored(t *testing.T) {
+	portal.SetClock(t)
+	address := dbustest.Bus(t)
+	fake := portaltest.Start(t, address, portaltest.Options{Version: 1, KDE527: true})
+	conn := dbustest.Connect(t, address)
+	c := &client{presses: make(chan string, 8), fails: make(chan error, 8)}
+	s, err := portal.Open(context.Background(), conn, defaultKeys,
+		func(name string) { c.presses <- name }, func(err error) { c.fails <- err },
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	c.Shortcuts = s
+	c.triggers(t, map[string]string{"allow": "CTRL+ALT+y", "deny": "CTRL+ALT+n"})
+	c.Want(true)
+
+	forger := dbustest.Connect(t, address)
+	name := conn.Names()[0]
+	session := dbus.ObjectPath("/org/freedesktop/portal/desktop/session/" + strings.ReplaceAll(name[1:], ".", "_") + "/" + portal.SessionToken)
+	msg := &dbus.Message{Type: dbus.TypeSignal, Headers: map[dbus.HeaderField]dbus.Variant{
+		dbus.FieldPath:        dbus.MakeVariant(portal.ObjectPath),
+		dbus.FieldInterface:   dbus.MakeVariant(portal.Interface),
+		dbus.FieldMember:      dbus.MakeVariant("Activated"),
+		dbus.FieldDestination: dbus.MakeVariant(name),
+		dbus.FieldSignature:   dbus.MakeVariant(dbus.SignatureOf(session, "allow", uint64(1), map[string]dbus.Variant{})),
+	}, Body: []any{session, "allow", uint64(1), map[string]dbus.Variant{}}}
+	if err := forger.Send(msg, nil).Err; err != nil {
+		t.Fatal(err)
+	}
+	// A round trip through the bus: the forged signal is routed before the
+	// portal's own below.
+	if err := forger.BusObject().Call("org.freedesktop.DBus.GetId", 0).Err; err != nil {
+		t.Fatal(err)
+	}
+	fake.Activate(t, "deny")
+	if got := c.press(t); got != "deny" {
+		t.Errorf("press %q: a forged activation was passed on", got)
 	}
 }
