@@ -29,6 +29,17 @@ var scrubbedEnv = []string{
 	"CODEXGATE_SOCKET",
 	// The session bus and the control socket live under it by default.
 	"XDG_RUNTIME_DIR",
+	// Other ways into the session that start processes outside the
+	// worker's tree: window managers' and compositors' command sockets,
+	// the session manager, terminal multiplexers and terminals.
+	"WAYLAND_SOCKET",
+	"SWAYSOCK",
+	"I3SOCK",
+	"NIRI_SOCKET",
+	"HYPRLAND_INSTANCE_SIGNATURE",
+	"SESSION_MANAGER",
+	"TMUX",
+	"KITTY_LISTEN_ON",
 }
 
 // stderrLines is how many of a worker's last stderr lines are kept.

@@ -382,7 +382,8 @@ func TestApplyChangesOnlyWhatChanged(t *testing.T) {
 
 func TestChildEnvironmentIsScrubbed(t *testing.T) {
 	parent := []string{"PATH=/bin", "DISPLAY=:0", "WAYLAND_DISPLAY=w", "XAUTHORITY=/x", "DBUS_SESSION_BUS_ADDRESS=unix:path=/b",
-		"CODEXGATE_SOCKET=/s", "XDG_RUNTIME_DIR=/run/user/1", "HOME=/h", "KEEP=1"}
+		"CODEXGATE_SOCKET=/s", "XDG_RUNTIME_DIR=/run/user/1", "HOME=/h", "KEEP=1", "SWAYSOCK=/s", "I3SOCK=/i", "NIRI_SOCKET=/n",
+		"HYPRLAND_INSTANCE_SIGNATURE=h", "SESSION_MANAGER=local/x", "WAYLAND_SOCKET=3", "TMUX=/t,1,0", "KITTY_LISTEN_ON=unix:/k"}
 	got := childEnv(parent, map[string]string{"KEEP": "2", "EXTRA": "x", "DISPLAY": ":1"})
 	want := []string{"PATH=/bin", "HOME=/h", "EXTRA=x", "KEEP=2"}
 	if !slices.Equal(got, want) {
