@@ -117,10 +117,12 @@ func (h *connHandler) Notification(method string, params json.RawMessage) {
 		if !h.decode(method, params, &n) || !h.decode(method, n.Item, &hdr) {
 			return
 		}
+		shared := false
 		h.items(func(items map[string]trackedItem) {
 			if it := items[hdr.ID]; it.inFlight > 1 {
 				it.inFlight--
 				items[hdr.ID] = it
+				shared = true
 			} else {
 				delete(items, hdr.ID)
 			}
@@ -129,6 +131,12 @@ func (h *connHandler) Notification(method string, params json.RawMessage) {
 			h.remember(n.TurnID, n.Item)
 		}
 		w.record(h.session, func(hi *history) bool { return hi.item(n.TurnID, n.Item, true) })
+		if shared {
+			// Which of the items that share the id completed is unknown:
+			// a card of the other would close unanswered, and its turn
+			// wait. Cards close on their own request's resolution instead.
+			return
+		}
 		ev := h.event(approvals.ItemCompleted, n.ThreadID, n.TurnID, hdr.ID)
 		ev.Item = n.Item
 		w.opts.Approver.Event(ev)

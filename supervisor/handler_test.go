@@ -70,7 +70,25 @@ func TestARequestNamingASharedItemIdGetsNoItem(t *testing.T) {
 		t.Errorf("the request got an item of a shared id: %s", req.Item)
 	}
 	completed()
+	completions := func() (n int) {
+		approver.mu.Lock()
+		defer approver.mu.Unlock()
+		for _, ev := range approver.events {
+			if ev.Kind == approvals.ItemCompleted {
+				n++
+			}
+		}
+		return n
+	}
+	// While the id is shared, which item completed is unknown: no card is
+	// closed by it (a card of the other would close unanswered).
+	if n := completions(); n != 0 {
+		t.Errorf("%d item completions handed on while the id was shared", n)
+	}
 	completed()
+	if n := completions(); n != 1 {
+		t.Errorf("%d item completions handed on once the id was one item's, want 1", n)
+	}
 	// Once none is in flight, the id is one item's again.
 	started("/w/NOTES.md")
 	if req := request(); req.Item == nil {
