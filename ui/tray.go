@@ -169,7 +169,7 @@ func (t *tray) hotkeyLine() string {
 	}
 	keys := t.u.opts.Hotkeys.Triggers()
 	var parts []string
-	for _, name := range []string{"allow", "deny"} {
+	for _, name := range []string{hotkeyAllow, hotkeyDeny} {
 		if k := keys[name]; k != "" {
 			parts = append(parts, name+" "+approvals.FirstLine(approvals.Escape(k, false), labelBytes))
 		}
