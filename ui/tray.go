@@ -147,7 +147,7 @@ func (t *tray) menu(s snapshot) []item {
 	}
 	items = append(items, item{})
 	for _, w := range s.workers {
-		items = append(items, t.workerItem(w, s.activityOf(w.Name)))
+		items = append(items, t.workerItem(w, wire.ActivityOf(s.activity, w.Name)))
 	}
 	items = append(items, item{})
 	if keys := t.hotkeyLine(); keys != "" {
