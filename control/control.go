@@ -313,14 +313,14 @@ func readRequest(conn io.Reader) (Request, error) {
 func (s *Server) checkPeer(conn *net.UnixConn) error {
 	raw, err := conn.SyscallConn()
 	if err != nil {
-		return err
+		return fmt.Errorf("peer credentials: %w", err)
 	}
 	var cred *syscall.Ucred
 	var credErr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, credErr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
 	}); err != nil {
-		return err
+		return fmt.Errorf("peer credentials: %w", err)
 	}
 	if credErr != nil {
 		return fmt.Errorf("peer credentials: %w", credErr)

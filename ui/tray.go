@@ -147,7 +147,7 @@ func (t *tray) menu(s snapshot) []item {
 	}
 	items = append(items, item{})
 	for _, w := range s.workers {
-		items = append(items, t.workerItem(w, s.activityOf(w.Name)))
+		items = append(items, t.workerItem(w, wire.ActivityOf(s.activity, w.Name)))
 	}
 	items = append(items, item{})
 	if keys := t.hotkeyLine(); keys != "" {
@@ -169,7 +169,7 @@ func (t *tray) hotkeyLine() string {
 	}
 	keys := t.u.opts.Hotkeys.Triggers()
 	var parts []string
-	for _, name := range []string{"allow", "deny"} {
+	for _, name := range []string{hotkeyAllow, hotkeyDeny} {
 		if k := keys[name]; k != "" {
 			parts = append(parts, name+" "+approvals.FirstLine(approvals.Escape(k, false), labelBytes))
 		}

@@ -132,16 +132,6 @@ func (s snapshot) state() wire.State {
 	return wire.State{Cards: s.cards, Workers: s.workers, Activity: s.activity, SettleDelay: s.settle}
 }
 
-// activityOf is the activity of the named worker; none when it has none.
-func (s snapshot) activityOf(name string) supervisor.Activity {
-	for _, a := range s.activity {
-		if a.Worker == name {
-			return a
-		}
-	}
-	return supervisor.Activity{Worker: name}
-}
-
 func (u *UI) snapshot() snapshot {
 	return snapshot{
 		cards: u.b.Cards(), workers: u.b.Workers(), activity: u.b.Activity(),

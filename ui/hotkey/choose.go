@@ -3,6 +3,7 @@ package hotkey
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"os"
@@ -83,15 +84,15 @@ func openPortal(bus func() (*dbus.Conn, error), keyset map[string]string, onPres
 func sessionBus() (*dbus.Conn, error) {
 	conn, err := dbus.SessionBusPrivateNoAutoStartup()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("connect to the session bus: %w", err)
 	}
 	if err := conn.Auth(nil); err != nil {
 		conn.Close()
-		return nil, err
+		return nil, fmt.Errorf("authenticate to the session bus: %w", err)
 	}
 	if err := conn.Hello(); err != nil {
 		conn.Close()
-		return nil, err
+		return nil, fmt.Errorf("register on the session bus: %w", err)
 	}
 	return conn, nil
 }

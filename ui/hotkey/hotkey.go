@@ -1,8 +1,10 @@
-// Package hotkey holds Codexgate's global hotkeys on X11 while cards are
-// open. It grabs exactly the configured keys on the root window (with every
-// combination of CapsLock, NumLock and ScrollLock) and acts only on a press
-// of such a key with exactly its modifiers, never on any other key, and
-// never on an auto-repeat.
+// Package hotkey holds Codexgate's global hotkeys while cards are open.
+// Choose picks who holds them: the desktop portal's GlobalShortcuts on
+// Wayland (package portal), else X11 grabs. The X11 Manager grabs exactly
+// the configured keys on the root window (with every combination of
+// CapsLock, NumLock and ScrollLock) and acts only on a press of such a key
+// with exactly its modifiers, never on any other key, and never on an
+// auto-repeat.
 package hotkey
 
 import (

@@ -28,7 +28,7 @@ func Message(ch approvals.Change) (string, string) {
 	case approvals.KindCommand:
 		title = c.Worker + " wants to run a command"
 	case approvals.KindNetwork:
-		title = c.Worker + " wants network access to " + approvals.FirstLine(c.Host, 80)
+		title = c.Worker + " wants network access to " + approvals.FirstLine(c.Host, labelBytes)
 	case approvals.KindFileChange:
 		title = fmt.Sprintf("%s wants to change %d file%s", c.Worker, len(c.Changes), plural(len(c.Changes)))
 	case approvals.KindPermissions:

@@ -52,15 +52,8 @@ func (v *activityView) update(workers []supervisor.Status, activity []supervisor
 		v.box.Add(wrappedLabel("Nothing has happened yet. Give a worker a task below: its messages, the commands it runs and the files it changes show here."))
 	}
 	for _, w := range workers {
-		v.box.Add(v.worker(w, activityOf(activity, w.Name)))
+		v.box.Add(v.worker(w, wire.ActivityOf(activity, w.Name)))
 	}
-}
-
-func activityOf(all []supervisor.Activity, name string) supervisor.Activity {
-	if i := slices.IndexFunc(all, func(a supervisor.Activity) bool { return a.Worker == name }); i >= 0 {
-		return all[i]
-	}
-	return supervisor.Activity{Worker: name}
 }
 
 // worker is one worker's part: its state, its current or last turn, and

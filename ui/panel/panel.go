@@ -388,7 +388,7 @@ func (p *Panel) showWorkers() {
 	p.people.RemoveAll()
 	for _, w := range p.workers {
 		name := w.Name
-		state := widget.NewLabel(wire.WorkerLine(w, activityOf(p.act, name)))
+		state := widget.NewLabel(wire.WorkerLine(w, wire.ActivityOf(p.act, name)))
 		if w.LastError != "" {
 			state.SetText(state.Text + ": " + approvals.FirstLine(approvals.Escape(w.LastError, false), labelBytes))
 		}

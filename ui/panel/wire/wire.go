@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -196,6 +197,15 @@ func WorkerLine(st supervisor.Status, a supervisor.Activity) string {
 		}
 	}
 	return line
+}
+
+// ActivityOf is the activity of the named worker in all; none when it has
+// none.
+func ActivityOf(all []supervisor.Activity, name string) supervisor.Activity {
+	if i := slices.IndexFunc(all, func(a supervisor.Activity) bool { return a.Worker == name }); i >= 0 {
+		return all[i]
+	}
+	return supervisor.Activity{Worker: name}
 }
 
 // TurnOutcome is what a turn came to, escaped: codex's error for a failed
