@@ -3,12 +3,12 @@ package app
 import (
 	"context"
 	"log/slog"
-	"os"
 
 	"github.com/gen2brain/beeep"
 
 	"codexgate/assets"
 	"codexgate/config"
+	"codexgate/sessionbus"
 	"codexgate/ui"
 	"codexgate/ui/hotkey"
 	"codexgate/ui/notify"
@@ -27,7 +27,7 @@ func newDesktop(ctx context.Context, a *app, cfg *config.Config, log *slog.Logge
 	d := &desktop{}
 	beeep.AppName = "Codexgate"
 	d.notifier = notify.New(notify.Options{
-		Bus:   os.Getenv("DBUS_SESSION_BUS_ADDRESS"),
+		Bus:   sessionbus.Address(),
 		Queue: a.queue,
 		// Opening waits for the panel's first frame (bounded by its start
 		// timeout) and shows its own failure; the notifier must not wait.

@@ -2,14 +2,16 @@ package ui
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"fyne.io/systray"
-	"github.com/godbus/dbus/v5"
 
 	"codexgate/approvals"
 	"codexgate/assets"
+	"codexgate/sessionbus"
 	"codexgate/supervisor"
 	"codexgate/ui/panel/wire"
 )
@@ -65,14 +67,19 @@ func (t *tray) stop() {
 // trayHost reports whether there is a session bus, and a
 // StatusNotifierItem host on it to show the icon.
 func trayHost() (bus, host bool) {
-	conn, err := dbus.ConnectSessionBus()
+	conn, err := sessionbus.Connect()
 	if err != nil {
 		return false, false
 	}
 	defer conn.Close()
-	err = conn.BusObject().Call("org.freedesktop.DBus.NameHasOwner", 0, "org.kde.StatusNotifierWatcher").Store(&host)
+	ctx, cancel := context.WithTimeout(context.Background(), trayHostTimeout)
+	defer cancel()
+	err = conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.NameHasOwner", 0, "org.kde.StatusNotifierWatcher").Store(&host)
 	return true, err == nil && host
 }
+
+// trayHostTimeout bounds the question to the bus at start.
+const trayHostTimeout = 5 * time.Second
 
 // trayIcon is the icon of s: waiting when a card is open, working while a
 // worker works, idle otherwise.

@@ -7,12 +7,12 @@ package secrets
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"codexgate/sessionbus"
 
 	"github.com/zalando/go-keyring"
 )
@@ -43,30 +43,11 @@ func ValidName(name string) error {
 	return nil
 }
 
-// errNoBus is why there is no keyring without a session bus.
-var errNoBus = errors.New("no session bus: DBUS_SESSION_BUS_ADDRESS is not set")
-
-// sessionBus reports whether a session bus is there to ask. Without one,
-// the D-Bus library would autolaunch a bus (and the bus a keyring daemon)
-// that outlive Codexgate; a keyring that needs that is not there.
-func sessionBus() bool {
-	if addr := os.Getenv("DBUS_SESSION_BUS_ADDRESS"); addr != "" && addr != "autolaunch:" {
-		return true
-	}
-	// The well-known address of a systemd user bus, which the library tries too.
-	if dir := os.Getenv("XDG_RUNTIME_DIR"); dir != "" {
-		if info, err := os.Stat(filepath.Join(dir, "bus")); err == nil && info.Mode().Type() == os.ModeSocket {
-			return true
-		}
-	}
-	return false
-}
-
 // call runs f with the timeout, and turns keyring failures into ErrNoKeyring.
 func call[T any](f func() (T, error)) (T, error) {
-	if !sessionBus() {
+	if sessionbus.Address() == "" {
 		var zero T
-		return zero, fmt.Errorf("%w (%v)", ErrNoKeyring, errNoBus)
+		return zero, fmt.Errorf("%w (%v)", ErrNoKeyring, sessionbus.ErrNoBus)
 	}
 	type result struct {
 		v   T

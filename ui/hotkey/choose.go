@@ -3,7 +3,6 @@ package hotkey
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
 	"os"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/godbus/dbus/v5"
 
+	"codexgate/sessionbus"
 	"codexgate/ui/hotkey/portal"
 )
 
@@ -38,7 +38,7 @@ type Keys interface {
 // its windows has the focus); otherwise nobody, which is reported once
 // through onFail.
 func Choose(keyset map[string]string, onPress func(name string), onFail func(error), log *slog.Logger) Keys {
-	return choose(os.Getenv, sessionBus, func() Keys {
+	return choose(os.Getenv, func() (*dbus.Conn, error) { return sessionbus.Connect() }, func() Keys {
 		return &x11Keys{Manager: New(keyset, onPress, onFail, log), keys: keyset}
 	}, keyset, onPress, onFail, log)
 }
@@ -78,23 +78,6 @@ func openPortal(bus func() (*dbus.Conn, error), keyset map[string]string, onPres
 		return nil, err
 	}
 	return s, nil
-}
-
-// sessionBus connects to the session bus, never launching one.
-func sessionBus() (*dbus.Conn, error) {
-	conn, err := dbus.SessionBusPrivateNoAutoStartup()
-	if err != nil {
-		return nil, fmt.Errorf("connect to the session bus: %w", err)
-	}
-	if err := conn.Auth(nil); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("authenticate to the session bus: %w", err)
-	}
-	if err := conn.Hello(); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("register on the session bus: %w", err)
-	}
-	return conn, nil
 }
 
 // activeKeys are the keys that are not turned off.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/godbus/dbus/v5"
@@ -62,9 +61,9 @@ type bus struct {
 
 // dialBus connects to the session bus at address and asks its notification
 // server for its capabilities; it fails when there is no bus or no server.
-// It never starts a bus: an empty or "autolaunch:" address is no bus.
+// It never starts a bus: an empty address is no bus.
 func dialBus(ctx context.Context, address string) (*bus, error) {
-	if noBus(address) {
+	if address == "" {
 		return nil, errNoBus
 	}
 	conn, err := dbus.Connect(address, dbus.WithSignalHandler(dbus.NewSequentialSignalHandler()))
@@ -90,11 +89,6 @@ func dialBus(ctx context.Context, address string) (*bus, error) {
 	}
 	conn.Signal(b.sigs)
 	return b, nil
-}
-
-// noBus: the address names no running bus, only one to be started.
-func noBus(address string) bool {
-	return address == "" || strings.HasPrefix(address, "autolaunch:")
 }
 
 func (b *bus) call(ctx context.Context, method string, args ...any) *dbus.Call {

@@ -62,8 +62,8 @@ type Queue interface {
 
 // Options configure a Notifier.
 type Options struct {
-	// Bus is the session bus address ($DBUS_SESSION_BUS_ADDRESS); empty
-	// when there is none. A bus is never started.
+	// Bus is the running session bus's address (sessionbus.Address);
+	// empty when there is none. A bus is never started.
 	Bus string
 	// Queue answers a card from its notification's actions.
 	Queue Queue
@@ -221,7 +221,7 @@ func busDesktop() bool {
 // fallback is the Sender, where it cannot start a bus: beeep reaches for
 // the session bus itself, and godbus starts one when none is named.
 func (n *Notifier) fallback() server {
-	if noBus(n.opts.Bus) && busDesktop() {
+	if n.opts.Bus == "" && busDesktop() {
 		return fallback{}
 	}
 	return fallback{send: n.opts.Fallback}

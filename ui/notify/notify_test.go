@@ -431,7 +431,7 @@ func TestFallbackBurstsAreCoalescedAndMarkupEscaped(t *testing.T) {
 // would, is not used either.
 func TestNoBusIsNeverStarted(t *testing.T) {
 	t.Parallel()
-	for _, addr := range []string{"", "autolaunch:"} {
+	for _, addr := range []string{""} {
 		n := New(Options{Bus: addr, Fallback: func(string, string) error { return nil }, Log: slog.New(slog.DiscardHandler)})
 		srv := n.connect(context.Background())
 		if f, ok := srv.(fallback); !ok || (f.send != nil) == busDesktop() {

@@ -1,0 +1,50 @@
+// Package sessionbus finds the desktop session's D-Bus without ever
+// starting one. A library left to itself would autolaunch a bus (and the
+// bus a keyring daemon) that outlives Codexgate, where no session is.
+package sessionbus
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/godbus/dbus/v5"
+)
+
+// ErrNoBus is why there is nothing on the session bus: there is none.
+var ErrNoBus = errors.New("no session bus: DBUS_SESSION_BUS_ADDRESS is not set")
+
+// Address is the running session bus: DBUS_SESSION_BUS_ADDRESS unless it
+// only names a bus to start ("autolaunch:"), else the systemd user bus at
+// $XDG_RUNTIME_DIR/bus when its socket is there; "" when there is none.
+func Address() string {
+	if addr := os.Getenv("DBUS_SESSION_BUS_ADDRESS"); addr != "" {
+		if strings.HasPrefix(addr, "autolaunch:") {
+			return ""
+		}
+		return addr
+	}
+	if dir := os.Getenv("XDG_RUNTIME_DIR"); dir != "" {
+		path := filepath.Join(dir, "bus")
+		if info, err := os.Stat(path); err == nil && info.Mode().Type() == os.ModeSocket {
+			return "unix:path=" + path
+		}
+	}
+	return ""
+}
+
+// Connect opens a private connection to the running session bus, or fails
+// with ErrNoBus.
+func Connect(opts ...dbus.ConnOption) (*dbus.Conn, error) {
+	addr := Address()
+	if addr == "" {
+		return nil, ErrNoBus
+	}
+	conn, err := dbus.Connect(addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the session bus: %w", err)
+	}
+	return conn, nil
+}
