@@ -40,6 +40,10 @@ type server interface {
 	takeBack(ctx context.Context, id uint32) error
 	// can reports a capability of the server ("actions", "body", "body-markup").
 	can(capability string) bool
+	// showsWholeBody reports whether the server is known to show a body of
+	// wholeRows rows whole: most collapse a long body to a line or two
+	// until it is expanded, or cut it, and say nothing of it.
+	showsWholeBody() bool
 	// signals are ActionInvoked and NotificationClosed, from the server
 	// only; nil when there are none. The channel closes with the connection.
 	signals() <-chan *dbus.Signal
@@ -55,6 +59,7 @@ type bus struct {
 	conn  *dbus.Conn
 	obj   dbus.BusObject
 	caps  map[string]bool
+	name  string // the server's name, from GetServerInformation
 	owner string // the unique name of the server
 	sigs  chan *dbus.Signal
 }
@@ -78,6 +83,10 @@ func dialBus(ctx context.Context, address string) (*bus, error) {
 	}
 	for _, c := range caps {
 		b.caps[c] = true
+	}
+	var vendor, version, spec string
+	if err := b.call(ctx, "GetServerInformation").Store(&b.name, &vendor, &version, &spec); err != nil {
+		b.name = "" // a server that does not say which it is shows nothing whole
 	}
 	if err := b.resolveOwner(ctx); err != nil {
 		conn.Close()
@@ -135,6 +144,13 @@ func (b *bus) takeBack(ctx context.Context, id uint32) error {
 
 func (b *bus) can(capability string) bool { return b.caps[capability] }
 
+// wholeBodyServers show a body of wholeRows rows of wholeColumns whole, at
+// their default size: dunst (300 by 300 pixels). GNOME Shell and KDE Plasma
+// collapse a banner's body to a line or two.
+var wholeBodyServers = map[string]bool{"dunst": true}
+
+func (b *bus) showsWholeBody() bool { return wholeBodyServers[b.name] }
+
 func (b *bus) signals() <-chan *dbus.Signal { return b.sigs }
 
 // from checks the sender: a signal sent straight to this connection
@@ -177,6 +193,8 @@ func (fallback) takeBack(context.Context, uint32) error { return nil }
 // can: the fallback may reach a server that parses markup, so texts are
 // escaped; it shows nothing that could be answered, nor the whole card.
 func (fallback) can(capability string) bool { return capability == "body-markup" }
+
+func (fallback) showsWholeBody() bool { return false }
 
 func (fallback) signals() <-chan *dbus.Signal { return nil }
 

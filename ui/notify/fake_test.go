@@ -25,6 +25,7 @@ type fakeServer struct {
 	t    *testing.T
 	conn *dbus.Conn
 	caps []string
+	name string // as GetServerInformation says
 
 	mu    sync.Mutex // protects calls, next, beforeReplace
 	calls []call
@@ -42,7 +43,7 @@ func startServer(t *testing.T, address string, caps ...string) *fakeServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	f := &fakeServer{t: t, conn: conn, caps: caps}
+	f := &fakeServer{t: t, conn: conn, caps: caps, name: "dunst"}
 	if err := conn.Export(f, busPath, busInterface); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func startServer(t *testing.T, address string, caps ...string) *fakeServer {
 func (f *fakeServer) GetCapabilities() ([]string, *dbus.Error) { return f.caps, nil }
 
 func (f *fakeServer) GetServerInformation() (string, string, string, string, *dbus.Error) {
-	return "fake", "codexgate", "1", "1.2", nil
+	return f.name, "codexgate", "1", "1.2", nil
 }
 
 func (f *fakeServer) Notify(app string, replaces uint32, icon, title, body string, actions []string, hints map[string]dbus.Variant, expire int32) (uint32, *dbus.Error) {

@@ -47,8 +47,16 @@ type harness struct {
 
 func start(t *testing.T, caps ...string) *harness {
 	t.Helper()
+	return startAs(t, "dunst", caps...)
+}
+
+// startAs is start with a notification server that gives its name as name.
+func startAs(t *testing.T, name string, caps ...string) *harness {
+	t.Helper()
 	addr := dbustest.Bus(t)
-	h := &harness{t: t, addr: addr, srv: startServer(t, addr, caps...), audit: &approvalstest.Audit{}, clk: approvalstest.NewClock()}
+	srv := startServer(t, addr, caps...)
+	srv.name = name
+	h := &harness{t: t, addr: addr, srv: srv, audit: &approvalstest.Audit{}, clk: approvalstest.NewClock()}
 	h.q = approvals.NewQueue(approvals.Options{
 		Limits: approvals.Limits{ShowBytes: 4096, MaxBytes: 1 << 20}, SettleDelay: time.Second,
 		Audit: h.audit, Now: h.clk.Now, Log: slog.New(slog.DiscardHandler),
@@ -436,6 +444,28 @@ func TestNoBusIsNeverStarted(t *testing.T) {
 		srv := n.connect(context.Background())
 		if f, ok := srv.(fallback); !ok || (f.send != nil) == busDesktop() {
 			t.Errorf("bus %q: server %#v", addr, srv)
+		}
+	}
+}
+
+// TestOnlyAServerKnownToShowTheWholeBodyOffersAllow: GNOME Shell and KDE
+// Plasma collapse a long body, so there a notification neither offers Allow
+// nor counts as having shown the card whole.
+func TestOnlyAServerKnownToShowTheWholeBodyOffersAllow(t *testing.T) {
+	t.Parallel()
+	for name, whole := range map[string]bool{"dunst": true, "gnome-shell": false, "Plasma": false, "": false} {
+		h := startAs(t, name, allCaps...)
+		card, _ := h.command("api", "0", "ls")
+		got := h.srv.wait(1)[0]
+		if offered := slices.Contains(got.actions, "allow:1"); offered != whole {
+			t.Errorf("server %q: Allow offered %v, want %v (%q)", name, offered, whole, got.actions)
+		}
+		deadline := time.Now().Add(5 * time.Second) // the mark follows the Notify
+		for whole && !h.q.Cards()[0].ShownInFull && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if shown := h.q.Cards()[0].ShownInFull; shown != whole {
+			t.Errorf("server %q: card %s shown in full %v, want %v", name, card.ID, shown, whole)
 		}
 	}
 }
