@@ -188,12 +188,30 @@ func (c *Card) DecisionLabel(d Decision) string {
 }
 
 // QuickYesOffered reports whether the card, by what it is, may be allowed
-// without being named or opened (hotkey, notification action): allow is
-// offered, it is not truncated, needs no typed input and grants nothing.
-// Whether it was shown in full and has settled as the oldest is for the
-// queue to judge when the answer comes.
+// without being named or opened (hotkey, notification action). Whether it
+// was shown in full and has settled as the oldest is for the queue to judge
+// when the answer comes.
 func (c *Card) QuickYesOffered() bool {
-	return !c.Truncated && !c.NeedsInput && c.Grants() == "" && slices.Contains(c.Decisions, DecisionAllow)
+	return slices.Contains(c.Decisions, DecisionAllow) && c.quickNo(DecisionAllow) == nil
+}
+
+// quickNo is why d on the card, by what the card is, cannot be a yes given
+// without naming or opening it: the card is truncated, needs typed input,
+// or d grants more than running it once; nil when nothing of the card
+// stands against it.
+func (c *Card) quickNo(d Decision) error {
+	byName := fmt.Sprintf("`codexgate show %s`, then `codexgate answer %s %s`", c.ID, d, c.ID)
+	switch {
+	case c.Truncated:
+		return fmt.Errorf("%w: read it all with %s, or use Show all in the panel", ErrTruncated, byName)
+	case c.NeedsInput:
+		return fmt.Errorf("%w: answer it in the panel, or with `codexgate answer %s %s --value NAME=VALUE`", ErrNeedsInput, d, c.ID)
+	case d != DecisionAllow:
+		return fmt.Errorf("%w: %s saves a rule or lasts the session; name the card: %s", ErrGrants, d, byName)
+	case c.Grants() != "":
+		return fmt.Errorf("%w (it would %s): allow it from the panel, or name it: %s", ErrGrants, c.Grants(), byName)
+	}
+	return nil
 }
 
 // Summary is the card in one escaped line of at most about limit bytes,

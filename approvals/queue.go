@@ -607,19 +607,13 @@ func (q *Queue) check(e *entry, index int, a Answer) (json.RawMessage, error) {
 // the card; q.mu is held.
 func (q *Queue) quickYes(e *entry, index int, d Decision) error {
 	c := &e.card
-	byName := fmt.Sprintf("`codexgate show %s`, then `codexgate answer %s %s`", c.ID, d, c.ID)
-	switch {
-	case index != 0:
-		return fmt.Errorf("%w: name it: %s", ErrNotOldest, byName)
-	case c.Truncated:
-		return fmt.Errorf("%w: read it all with %s, or use Show all in the panel", ErrTruncated, byName)
-	case c.NeedsInput:
-		return fmt.Errorf("%w: answer it in the panel, or with `codexgate answer %s %s --value NAME=VALUE`", ErrNeedsInput, d, c.ID)
-	case d != DecisionAllow:
-		return fmt.Errorf("%w: %s saves a rule or lasts the session; name the card: %s", ErrGrants, d, byName)
-	case c.Grants() != "":
-		return fmt.Errorf("%w (it would %s): allow it from the panel, or name it: %s", ErrGrants, c.Grants(), byName)
-	case !c.ShownInFull:
+	if index != 0 {
+		return fmt.Errorf("%w: name it: `codexgate show %s`, then `codexgate answer %s %s`", ErrNotOldest, c.ID, d, c.ID)
+	}
+	if err := c.quickNo(d); err != nil {
+		return err
+	}
+	if !c.ShownInFull {
 		return fmt.Errorf("%w: run `codexgate show %s` or open it in the panel first", ErrNotShown, c.ID)
 	}
 	ready := q.oldest.since.Add(q.opts.SettleDelay)
