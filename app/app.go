@@ -472,7 +472,7 @@ func (a *app) notifyFailures(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case st := <-a.failed:
-			a.desk.notifier.Say("Codexgate: worker "+st.Name+" failed", approvals.FirstLine(approvals.Escape(st.LastError, false), 200))
+			a.desk.notifier.Say("Codexgate: worker "+st.Name+" failed", approvals.OneLine(st.LastError, 200))
 		}
 	}
 }

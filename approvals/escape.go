@@ -339,6 +339,10 @@ func Cap(s string, limit int) (string, bool) {
 	return s[:cut], true
 }
 
+// OneLine is s, as codex or a worker wrote it, escaped and cut to its first
+// line of at most limit bytes: for labels, menus and one-line messages.
+func OneLine(s string, limit int) string { return FirstLine(Escape(s, false), limit) }
+
 // FirstLine is the first line of an escaped text, capped to limit bytes,
 // for labels and notifications. When the text has more lines it says how
 // many: "rm a.txt … (+3 lines)".

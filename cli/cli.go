@@ -209,7 +209,7 @@ func cmdWorkers(g globalFlags, args []string) error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSTATE\tTHREAD\tCWD\tLAST ERROR")
 	for _, w := range workers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", w.Name, w.State, orDash(w.ThreadID), w.Cwd, approvals.FirstLine(approvals.Escape(w.LastError, false), 120))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", w.Name, w.State, orDash(w.ThreadID), w.Cwd, approvals.OneLine(w.LastError, 120))
 	}
 	return tw.Flush()
 }
@@ -443,7 +443,7 @@ func (g globalFlags) relogin() error {
 	}
 	var failed []string
 	for _, r := range results {
-		why := approvals.FirstLine(approvals.Escape(r.Error, false), 200)
+		why := approvals.OneLine(r.Error, 200)
 		switch {
 		case !r.Restarted:
 			fmt.Printf("%s: not restarted (%s)\n", r.Name, why)

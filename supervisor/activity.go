@@ -97,8 +97,13 @@ type history struct {
 func capped(s string, multiline bool, limit int) string {
 	// Cap first, so that escaping works on a bounded text, then again: an
 	// escape is longer than what it shows.
-	s, _ = approvals.Cap(s, limit)
-	s, _ = approvals.Cap(approvals.Escape(s, multiline), limit)
+	const more = " …"
+	s, cut := approvals.Cap(s, limit)
+	s, cutEscaped := approvals.Cap(approvals.Escape(s, multiline), limit)
+	if cut || cutEscaped {
+		s, _ = approvals.Cap(s, limit-len(more))
+		s += more
+	}
 	return s
 }
 

@@ -25,17 +25,17 @@ const (
 	panelWrite = 5 * time.Second
 	// panelGrace is how long a closing panel may take before it is killed.
 	panelGrace = 3 * time.Second
-	// PanelName is the panel's binary, installed beside codexgate.
-	PanelName = "codexgate-panel"
+	// panelName is the panel's binary, installed beside codexgate.
+	panelName = "codexgate-panel"
 )
 
-// PanelPath is the panel binary beside the running one.
-func PanelPath() string {
+// panelPath is the panel binary beside the running one.
+func panelPath() string {
 	exe, err := os.Executable()
 	if err != nil {
-		return PanelName
+		return panelName
 	}
-	return filepath.Join(filepath.Dir(exe), PanelName)
+	return filepath.Join(filepath.Dir(exe), panelName)
 }
 
 // panelHost starts the panel process on demand and is its other end: it
@@ -127,7 +127,7 @@ func (h *panelHost) open(s wire.Show) error {
 // it the current state.
 func (h *panelHost) start() (*panelRun, error) {
 	if _, err := os.Stat(h.path); err != nil {
-		return nil, fmt.Errorf("the panel program is missing (%s): install %s beside codexgate", h.path, PanelName)
+		return nil, fmt.Errorf("the panel program is missing (%s): install %s beside codexgate", h.path, panelName)
 	}
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {

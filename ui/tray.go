@@ -178,7 +178,7 @@ func (t *tray) hotkeyLine() string {
 	var parts []string
 	for _, name := range []string{hotkeyAllow, hotkeyDeny} {
 		if k := keys[name]; k != "" {
-			parts = append(parts, name+" "+approvals.FirstLine(approvals.Escape(k, false), labelBytes))
+			parts = append(parts, name+" "+approvals.OneLine(k, labelBytes))
 		}
 	}
 	if len(parts) == 0 {
@@ -201,7 +201,7 @@ func (t *tray) workerItem(w supervisor.Status, a supervisor.Activity) item {
 	u := t.u
 	items := []item{{label: "State: " + string(w.State), disabled: true}}
 	if w.LastError != "" {
-		items = append(items, item{label: "Last error: " + approvals.FirstLine(approvals.Escape(w.LastError, false), labelBytes), disabled: true})
+		items = append(items, item{label: "Last error: " + approvals.OneLine(w.LastError, labelBytes), disabled: true})
 	}
 	name := w.Name
 	items = append(items, item{label: "New task…", action: func() { u.panel.open(wire.Show{Task: name}) }})

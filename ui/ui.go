@@ -80,7 +80,7 @@ func New(ctx context.Context, b Backend, opts Options) *UI {
 		opts.Log = slog.Default()
 	}
 	if opts.Panel == "" {
-		opts.Panel = PanelPath()
+		opts.Panel = panelPath()
 	}
 	u := &UI{ctx: ctx, b: b, opts: opts, changed: make(chan struct{}, 1)}
 	u.settle.Store(int64(opts.SettleDelay))

@@ -21,7 +21,7 @@ const (
 func Message(ch approvals.Change) (string, string) {
 	c := ch.Card
 	if ch.Kind == approvals.CardDeclined {
-		return c.Worker + ": a request was declined without asking", approvals.FirstLine(approvals.Escape(ch.Why, false), bodyBytes)
+		return c.Worker + ": a request was declined without asking", approvals.OneLine(ch.Why, bodyBytes)
 	}
 	var title string
 	switch c.Kind {
@@ -100,7 +100,7 @@ func Refusal(c approvals.Card, err error) string {
 // first line of the agent's last message>", "api failed: <codex's
 // error>" or "api stopped". What codex sent is escaped and capped.
 func TurnMessage(te supervisor.TurnEnded) (string, string) {
-	worker := approvals.FirstLine(approvals.Escape(te.Worker, false), labelBytes)
+	worker := approvals.OneLine(te.Worker, labelBytes)
 	switch te.Status {
 	case "completed":
 		lines := strings.Split(approvals.Escape(strings.TrimSpace(te.LastMessage), true), "\n")
@@ -117,7 +117,7 @@ func TurnMessage(te supervisor.TurnEnded) (string, string) {
 	case "interrupted":
 		return worker + " stopped", ""
 	}
-	return worker + " ended: " + approvals.FirstLine(approvals.Escape(te.Status, false), labelBytes), ""
+	return worker + " ended: " + approvals.OneLine(te.Status, labelBytes), ""
 }
 
 // rest is the lines after the first, capped, for the body.

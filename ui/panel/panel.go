@@ -390,7 +390,7 @@ func (p *Panel) showWorkers() {
 		name := w.Name
 		state := widget.NewLabel(wire.WorkerLine(w, wire.ActivityOf(p.act, name)))
 		if w.LastError != "" {
-			state.SetText(state.Text + ": " + approvals.FirstLine(approvals.Escape(w.LastError, false), labelBytes))
+			state.SetText(state.Text + ": " + approvals.OneLine(w.LastError, labelBytes))
 		}
 		state.Truncation = fyne.TextTruncateEllipsis
 		pause := widget.NewButton("Pause", func() { p.workerOp(wire.OpPause, name) })
