@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"image"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -430,7 +431,7 @@ func (p *Panel) newTask(worker string) {
 	var start *widget.Button
 	start = widget.NewButton("Start", func() {
 		text := prompt.Text
-		if text == "" {
+		if strings.TrimSpace(text) == "" {
 			status.SetText("Write a task first.")
 			return
 		}
