@@ -41,9 +41,9 @@ type server interface {
 	// can reports a capability of the server ("actions", "body", "body-markup").
 	can(capability string) bool
 	// showsWholeBody reports whether the server is known to show a body of
-	// wholeRows rows whole: most collapse a long body to a line or two
+	// wholeRows rows whole, now: most collapse a long body to a line or two
 	// until it is expanded, or cut it, and say nothing of it.
-	showsWholeBody() bool
+	showsWholeBody(ctx context.Context) bool
 	// signals are ActionInvoked and NotificationClosed, from the server
 	// only; nil when there are none. The channel closes with the connection.
 	signals() <-chan *dbus.Signal
@@ -149,7 +149,19 @@ func (b *bus) can(capability string) bool { return b.caps[capability] }
 // collapse a banner's body to a line or two.
 var wholeBodyServers = map[string]bool{"dunst": true}
 
-func (b *bus) showsWholeBody() bool { return wholeBodyServers[b.name] }
+// showsWholeBody asks dunst, too, whether it is paused (do not disturb):
+// then it shows nothing until resumed.
+func (b *bus) showsWholeBody(ctx context.Context) bool {
+	if !wholeBodyServers[b.name] {
+		return false
+	}
+	var paused bool
+	err := b.obj.CallWithContext(ctx, "org.freedesktop.DBus.Properties.Get", 0, dunstInterface, "paused").Store(&paused)
+	return err == nil && !paused
+}
+
+// dunstInterface is dunst's own, beside the standard one.
+const dunstInterface = "org.dunstproject.cmd0"
 
 func (b *bus) signals() <-chan *dbus.Signal { return b.sigs }
 
@@ -194,7 +206,7 @@ func (fallback) takeBack(context.Context, uint32) error { return nil }
 // escaped; it shows nothing that could be answered, nor the whole card.
 func (fallback) can(capability string) bool { return capability == "body-markup" }
 
-func (fallback) showsWholeBody() bool { return false }
+func (fallback) showsWholeBody(context.Context) bool { return false }
 
 func (fallback) signals() <-chan *dbus.Signal { return nil }
 

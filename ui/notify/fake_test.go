@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
+	"github.com/godbus/dbus/v5/prop"
 )
 
 // call is one method call the fake server received.
@@ -26,6 +27,8 @@ type fakeServer struct {
 	conn *dbus.Conn
 	caps []string
 	name string // as GetServerInformation says
+	// props holds dunst's "paused".
+	props *prop.Properties
 
 	mu    sync.Mutex // protects calls, next, beforeReplace
 	calls []call
@@ -47,6 +50,11 @@ func startServer(t *testing.T, address string, caps ...string) *fakeServer {
 	if err := conn.Export(f, busPath, busInterface); err != nil {
 		t.Fatal(err)
 	}
+	// dunst's own interface: whether it is paused (do not disturb).
+	f.props, err = prop.Export(conn, busPath, prop.Map{dunstInterface: {"paused": {Value: false, Writable: true, Emit: prop.EmitFalse}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if reply, err := conn.RequestName(busName, dbus.NameFlagDoNotQueue); err != nil || reply != dbus.RequestNameReplyPrimaryOwner {
 		t.Fatalf("request %s: %v %v", busName, reply, err)
 	}
@@ -54,6 +62,9 @@ func startServer(t *testing.T, address string, caps ...string) *fakeServer {
 }
 
 func (f *fakeServer) GetCapabilities() ([]string, *dbus.Error) { return f.caps, nil }
+
+// pause pauses the server, or resumes it, as `dunstctl set-paused` does.
+func (f *fakeServer) pause(paused bool) { f.props.SetMust(dunstInterface, "paused", paused) }
 
 func (f *fakeServer) GetServerInformation() (string, string, string, string, *dbus.Error) {
 	return f.name, "codexgate", "1", "1.2", nil

@@ -291,7 +291,7 @@ func (n *Notifier) change(ctx context.Context, ch approvals.Change) {
 // showCard shows a card's notification, or replaces prev with it.
 func (n *Notifier) showCard(ctx context.Context, c approvals.Card, prev *shown) {
 	title, body := Message(approvals.Change{Kind: approvals.CardOpened, Card: c})
-	whole := n.srv.can("body") && n.srv.showsWholeBody() && holdsWhole(c) && !approvals.RightToLeft(c.Body)
+	whole := n.srv.can("body") && holdsWhole(c) && !approvals.RightToLeft(c.Body) && n.srv.showsWholeBody(ctx)
 	if whole {
 		body = strings.TrimSuffix(c.Body, "\n")
 	}

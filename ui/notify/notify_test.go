@@ -469,3 +469,19 @@ func TestOnlyAServerKnownToShowTheWholeBodyOffersAllow(t *testing.T) {
 		}
 	}
 }
+
+// TestAPausedServerShowsNothingWhole: dunst paused (do not disturb) shows
+// nothing until resumed, so its notification neither offers Allow nor
+// counts as having shown the card.
+func TestAPausedServerShowsNothingWhole(t *testing.T) {
+	t.Parallel()
+	h := start(t, allCaps...)
+	h.srv.pause(true)
+	h.command("api", "0", "ls")
+	if got := h.srv.wait(1)[0]; slices.Contains(got.actions, "allow:1") {
+		t.Errorf("a paused server's notification offers Allow: %q", got.actions)
+	}
+	if h.q.Cards()[0].ShownInFull {
+		t.Error("a card was counted as shown by a paused server")
+	}
+}
