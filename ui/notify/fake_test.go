@@ -39,14 +39,14 @@ type fakeServer struct {
 	beforeReplace func(id uint32)
 }
 
-func startServer(t *testing.T, address string, caps ...string) *fakeServer {
+func startServer(t *testing.T, address, name string, caps ...string) *fakeServer {
 	t.Helper()
 	conn, err := dbus.Connect(address)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	f := &fakeServer{t: t, conn: conn, caps: caps, name: "dunst"}
+	f := &fakeServer{t: t, conn: conn, caps: caps, name: name}
 	if err := conn.Export(f, busPath, busInterface); err != nil {
 		t.Fatal(err)
 	}

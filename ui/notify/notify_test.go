@@ -54,8 +54,7 @@ func start(t *testing.T, caps ...string) *harness {
 func startAs(t *testing.T, name string, caps ...string) *harness {
 	t.Helper()
 	addr := dbustest.Bus(t)
-	srv := startServer(t, addr, caps...)
-	srv.name = name
+	srv := startServer(t, addr, name, caps...)
 	h := &harness{t: t, addr: addr, srv: srv, audit: &approvalstest.Audit{}, clk: approvalstest.NewClock()}
 	h.q = approvals.NewQueue(approvals.Options{
 		Limits: approvals.Limits{ShowBytes: 4096, MaxBytes: 1 << 20}, SettleDelay: time.Second,

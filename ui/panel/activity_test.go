@@ -88,7 +88,10 @@ func texts(o fyne.CanvasObject) []string {
 
 func TestActivityViewSaysWhatATurnDid(t *testing.T) {
 	app := test.NewTempApp(t)
-	p := New(app, newBackend(t, approvals.DefaultLimits))
+	// One backend for the panel and the card: the panel reports the card
+	// shown to the queue that has it.
+	b := newBackend(t, approvals.DefaultLimits)
+	p := New(app, b)
 	api := supervisor.Status{Name: "api", State: supervisor.StateIdle}
 	p.Update(activityState([]supervisor.Status{api}, supervisor.Activity{Worker: "api", Seq: 1, Turns: []supervisor.Turn{finishedTurn}}))
 	got := strings.Join(texts(p.activity.box), "\n")
@@ -108,7 +111,6 @@ func TestActivityViewSaysWhatATurnDid(t *testing.T) {
 	}
 
 	// A card comes first; the activity is back once it closes.
-	b := newBackend(t, approvals.DefaultLimits)
 	b.open(t, "0", approvals.MethodCommandApproval, commandParams, "")
 	st := b.state(0)
 	st.Activity = []supervisor.Activity{{Worker: "api", Seq: 1, Turns: []supervisor.Turn{finishedTurn}}}
