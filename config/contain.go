@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -99,7 +100,13 @@ func (g *Guard) check(path string, src []byte, cfg *Config) error {
 			cfg.Workers[i].Refused = "refused: " + err.Error()
 			continue
 		}
-		own := g.workerOwn(w)
+		more, programs, err := g.codexConfig(w)
+		if err != nil {
+			cfg.Workers[i].Refused = "refused: " + err.Error()
+			continue
+		}
+		rs = append(rs, more...)
+		own := append(g.workerOwn(w), programs...)
 		for _, r := range rs {
 			if reason := g.checkRoot(r, own); reason != "" {
 				cfg.Workers[i].Refused = reason
@@ -248,6 +255,14 @@ func (g *Guard) workerOwn(w Worker) []Owned {
 	for _, bin := range g.binaries(w) {
 		own = append(own, Owned{What: "the codex binary it runs,", Path: bin})
 	}
+	for _, home := range g.codexHomes(w) {
+		own = append(own, Owned{What: "codex's home (its own config)", Path: home})
+	}
+	return own
+}
+
+// codexHomes are where the worker's codex may keep its home.
+func (g *Guard) codexHomes(w Worker) []string {
 	homes := []string{g.CodexHome}
 	if v, ok := w.Env["CODEX_HOME"]; ok {
 		homes = []string{v}
@@ -256,12 +271,59 @@ func (g *Guard) workerOwn(w Worker) []Owned {
 		// the worker is given (when Codexgate's own has no CODEX_HOME).
 		homes = append(homes, filepath.Join(v, ".codex"))
 	}
-	for _, home := range homes {
-		if home != "" {
-			own = append(own, Owned{What: "codex's home (its own config)", Path: home})
+	return slices.DeleteFunc(homes, func(h string) bool { return h == "" })
+}
+
+// codexConfig reads the config.toml in the worker's codex home, which codex
+// applies under Codexgate's settings: the writable roots it adds to the
+// sandbox, and the programs it names that codex runs outside it (the
+// notify hook, MCP servers; a name without a folder is found through PATH,
+// which is checked on its own). None when there is no such file.
+func (g *Guard) codexConfig(w Worker) (roots []writable, programs []Owned, err error) {
+	for _, home := range g.codexHomes(w) {
+		path := filepath.Join(home, "config.toml")
+		var doc map[string]any
+		switch _, err := toml.DecodeFile(path, &doc); {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil:
+			return nil, nil, fmt.Errorf("codex's config %s: %w", path, err)
+		}
+		tables := []map[string]any{doc}
+		if profiles, ok := doc["profiles"].(map[string]any); ok {
+			for _, name := range slices.Sorted(maps.Keys(profiles)) {
+				if t, ok := profiles[name].(map[string]any); ok {
+					tables = append(tables, t)
+				}
+			}
+		}
+		from := "writable root from " + path + ","
+		for _, t := range tables {
+			sww, _ := t["sandbox_workspace_write"].(map[string]any)
+			list, _ := sww["writable_roots"].([]any)
+			for _, v := range list {
+				if p, ok := v.(string); ok {
+					if !filepath.IsAbs(p) {
+						p = filepath.Join(w.Cwd, p)
+					}
+					roots = append(roots, writable{Path: p, From: from})
+				}
+			}
+			if notify, ok := t["notify"].([]any); ok && len(notify) > 0 {
+				if p, ok := notify[0].(string); ok && filepath.IsAbs(p) {
+					programs = append(programs, Owned{What: "the notify program of codex's config", Path: p})
+				}
+			}
+			servers, _ := t["mcp_servers"].(map[string]any)
+			for _, name := range slices.Sorted(maps.Keys(servers)) {
+				server, _ := servers[name].(map[string]any)
+				if p, ok := server["command"].(string); ok && filepath.IsAbs(p) {
+					programs = append(programs, Owned{What: "the MCP server " + name + " of codex's config", Path: p})
+				}
+			}
 		}
 	}
-	return own
+	return roots, programs, nil
 }
 
 // checkRoot is why root may not be writable by a worker whose own paths

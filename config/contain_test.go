@@ -144,6 +144,42 @@ func TestABindMountOfTheHomeIsTheHome(t *testing.T) {
 	}
 }
 
+// TestCodexsOwnConfigIsJudged: codex applies the config.toml in its home
+// under Codexgate's settings: the writable roots it adds are checked as the
+// workers' own, and a program it runs outside the sandbox must not lie
+// where a sandbox can write.
+func TestCodexsOwnConfigIsJudged(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, codexConfig, want string // want: part of the refusal; "" may run
+	}{
+		{"trusted projects only", "[projects.\"PROJ\"]\ntrust_level = \"trusted\"\n", ""},
+		{"a root that is the home", "[sandbox_workspace_write]\nwritable_roots = [\"HOME\"]\n", "is your home directory"},
+		{"a profile's root", "[profiles.wide.sandbox_workspace_write]\nwritable_roots = [\"HOME\"]\n", "is your home directory"},
+		{"notify in the workspace", "notify = [\"PROJ/hook.sh\", \"x\"]\n", "contains the notify program of codex's config"},
+		{"an MCP server in the workspace", "[mcp_servers.db]\ncommand = \"PROJ/server\"\n", "contains the MCP server db of codex's config"},
+		{"an MCP server elsewhere", "[mcp_servers.db]\ncommand = \"/usr/bin/db-server\"\n", ""},
+		{"broken", "notify = [\n", "codex's config"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			l := newLayout(t)
+			text := strings.NewReplacer("PROJ", l.proj, "HOME", l.home).Replace(tc.codexConfig)
+			if err := os.WriteFile(filepath.Join(l.guard.CodexHome, "config.toml"), []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			writeConfig(t, l.cfg, []string{"w", fmt.Sprintf("cwd = %q", l.proj)})
+			cfg, err := Load(l.cfg, l.guard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.Workers[0].Refused; tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Errorf("refused %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestArgRoots(t *testing.T) {
 	t.Parallel()
 	const cwd = "/ws"
