@@ -92,7 +92,11 @@ func New(app fyne.App, b Backend) *Panel {
 	p.win.SetMaster() // closing it ends the panel
 	p.list = widget.NewList(
 		func() int { return len(p.cards) },
-		func() fyne.CanvasObject { return widget.NewLabel("") },
+		func() fyne.CanvasObject {
+			l := widget.NewLabel("")
+			l.Truncation = fyne.TextTruncateEllipsis // a long command is cut with a mark, not at the split
+			return l
+		},
 		func(i widget.ListItemID, o fyne.CanvasObject) { o.(*widget.Label).SetText(wire.CardLabel(p.cards[i])) },
 	)
 	p.list.OnSelected = func(i widget.ListItemID) {
