@@ -245,7 +245,9 @@ func (p *Panel) render(c approvals.Card) {
 	}
 	p.buildForm(c)
 	for _, d := range c.Decisions {
-		btn := widget.NewButton(c.DecisionLabel(d), nil)
+		// A label as long as its rule would widen the window past the
+		// screen, and the card's own text with it; the rule is in the card whole.
+		btn := widget.NewButton(approvals.FirstLine(c.DecisionLabel(d), labelBytes), nil)
 		act := func() { p.answer(c, d) }
 		btn.OnTapped = act
 		p.actions[d] = func() {
