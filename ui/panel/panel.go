@@ -157,8 +157,13 @@ func (p *Panel) shortcuts() {
 			}
 		})
 	}
-	p.win.Canvas().AddShortcut(&desktop.CustomShortcut{KeyName: fyne.KeyW, Modifier: fyne.KeyModifierControl}, func(fyne.Shortcut) {
-		p.win.Close()
+	closeOnCtrlW(p.win)
+}
+
+// closeOnCtrlW lets Ctrl+W close w, as it closes the panel.
+func closeOnCtrlW(w fyne.Window) {
+	w.Canvas().AddShortcut(&desktop.CustomShortcut{KeyName: fyne.KeyW, Modifier: fyne.KeyModifierControl}, func(fyne.Shortcut) {
+		w.Close()
 	})
 }
 
@@ -369,6 +374,7 @@ func (p *Panel) openFull() {
 			}
 			w := p.app.NewWindow(fmt.Sprintf("%s · revision %d · all %d bytes", c.ID, c.Revision, len(full)))
 			w.SetIcon(AppIcon)
+			closeOnCtrlW(w)
 			view := newWrapped()
 			w.SetContent(view.box)
 			w.Resize(fyne.NewSize(980, 700))

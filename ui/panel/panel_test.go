@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/driver/desktop"
 	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
@@ -300,6 +301,18 @@ func TestPanelButtonsFollowTheCard(t *testing.T) {
 	}
 	test.Tap(p.showAll)
 	waitFor(t, func() bool { return b.q.Cards()[0].ShownInFull })
+	// Ctrl+W closes the Show all window, as it closes the panel.
+	full := func() fyne.Window {
+		for _, w := range app.Driver().AllWindows() {
+			if strings.Contains(w.Title(), " · all ") {
+				return w
+			}
+		}
+		return nil
+	}
+	waitFor(t, func() bool { return full() != nil })
+	full().Canvas().(fyne.Shortcutable).TypedShortcut(&desktop.CustomShortcut{KeyName: fyne.KeyW, Modifier: fyne.KeyModifierControl})
+	waitFor(t, func() bool { return full() == nil })
 	p.Update(b.state(0))
 	allow = p.buttons.Objects[0].(*widget.Button)
 	if allow.Disabled() {
