@@ -255,4 +255,11 @@ func TestContainmentDesktopNotifies(t *testing.T) {
 	if st := a.statuses()["home"]; st.State != supervisor.StateFailed || !strings.Contains(st.LastError, "is your home directory") {
 		t.Errorf("home = %+v", st)
 	}
+	// One notification for the refusal, not a second one for its failed state.
+	src, _ = os.ReadFile(a.cfgPath)
+	saveByRename(t, a.cfgPath, string(src)+"\n[cards]\nshow_byte = 1\n")
+	a.waitFor("the config error notification", func() bool { return strings.Contains(notes.String(), "config not applied") })
+	if strings.Contains(notes.String(), "worker home failed") {
+		t.Errorf("the refused worker was notified twice:\n%s", notes)
+	}
 }
