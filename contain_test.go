@@ -3,9 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -94,7 +96,8 @@ func TestContainmentRefusesWorkspaces(t *testing.T) {
 		}
 	}
 	out := a.must("workers")
-	for _, reason := range want {
+	// Each reason whole, with what to do at its end.
+	for _, reason := range append(slices.Collect(maps.Values(want)), "Give the worker a project folder") {
 		if !strings.Contains(out, reason) {
 			t.Errorf("codexgate workers does not say %q:\n%s", reason, out)
 		}
