@@ -3,9 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -94,7 +96,8 @@ func TestContainmentRefusesWorkspaces(t *testing.T) {
 		}
 	}
 	out := a.must("workers")
-	for _, reason := range want {
+	// Each reason whole, with what to do at its end.
+	for _, reason := range append(slices.Collect(maps.Values(want)), "Give the worker a project folder") {
 		if !strings.Contains(out, reason) {
 			t.Errorf("codexgate workers does not say %q:\n%s", reason, out)
 		}
@@ -254,5 +257,12 @@ func TestContainmentDesktopNotifies(t *testing.T) {
 	})
 	if st := a.statuses()["home"]; st.State != supervisor.StateFailed || !strings.Contains(st.LastError, "is your home directory") {
 		t.Errorf("home = %+v", st)
+	}
+	// One notification for the refusal, not a second one for its failed state.
+	src, _ = os.ReadFile(a.cfgPath)
+	saveByRename(t, a.cfgPath, string(src)+"\n[cards]\nshow_byte = 1\n")
+	a.waitFor("the config error notification", func() bool { return strings.Contains(notes.String(), "config not applied") })
+	if strings.Contains(notes.String(), "worker home failed") {
+		t.Errorf("the refused worker was notified twice:\n%s", notes)
 	}
 }

@@ -278,6 +278,14 @@ func (a *app) reportRefused(cfg *config.Config) {
 	}
 }
 
+// refusedFor tells whether st failed because containment refuses its
+// worker: reportRefused has said so already, once is enough.
+func (a *app) refusedFor(st supervisor.Status) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.refused[st.Name] != "" && a.refused[st.Name] == st.LastError
+}
+
 // handle answers one control-socket request.
 func (a *app) handle(ctx context.Context, req control.Request) (any, error) {
 	switch req.Op {
@@ -456,7 +464,7 @@ func (a *app) onStatus(st supervisor.Status) {
 	if a.desk != nil {
 		a.desk.ui.OnStatus(st)
 	}
-	if st.State == supervisor.StateFailed && a.failed != nil {
+	if st.State == supervisor.StateFailed && a.failed != nil && !a.refusedFor(st) {
 		select {
 		case a.failed <- st:
 		default:

@@ -209,7 +209,9 @@ func cmdWorkers(g globalFlags, args []string) error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSTATE\tTHREAD\tCWD\tLAST ERROR")
 	for _, w := range workers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", w.Name, w.State, orDash(w.ThreadID), w.Cwd, approvals.OneLine(w.LastError, 120))
+		// The last column, so a long error costs no alignment; a refusal
+		// ends with what to do, which a shorter cap would cut.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", w.Name, w.State, orDash(w.ThreadID), w.Cwd, approvals.OneLine(w.LastError, 400))
 	}
 	return tw.Flush()
 }

@@ -84,7 +84,7 @@ type Cards struct {
 	MaxOpenCards int `toml:"max_open_cards"`
 	MaxOpenBytes int `toml:"max_open_bytes"`
 	// SettleDelay is how long a card must have been the oldest, unchanged,
-	// before a hotkey may allow it.
+	// before a hotkey or a notification may allow it.
 	SettleDelay Duration `toml:"settle_delay"`
 }
 

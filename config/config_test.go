@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -105,5 +106,30 @@ func TestWriteDefault(t *testing.T) {
 	src, _ := os.ReadFile(example)
 	if len(cfg.Workers) != 0 || !strings.Contains(string(src), "# [[worker]]\n# name") || !strings.Contains(string(src), "To add a project folder") {
 		t.Errorf("example config = %+v\n%s", cfg.Workers, src)
+	}
+}
+
+// TestDefaultSettingsUncomment: each commented setting of the default
+// config, uncommented, is valid and says the default.
+func TestDefaultSettingsUncomment(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o700)
+	path := filepath.Join(dir, "config.toml")
+	if _, err := WriteDefault(path, ws); err != nil {
+		t.Fatal(err)
+	}
+	src, _ := os.ReadFile(path)
+	setting := regexp.MustCompile(`(?m)^# (\[[a-z]+\]|[a-z_]+ *=)`)
+	if err := os.WriteFile(path, setting.ReplaceAll(src, []byte("$1")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(path, &Guard{Homes: []string{"/nonexistent/home"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Cards.SettleDelay.Duration != time.Second || cfg.Hotkeys.Allow != "ctrl+alt+y" || !cfg.Notifications.Turns {
+		t.Errorf("uncommented defaults = %+v %+v %+v", cfg.Cards, cfg.Hotkeys, cfg.Notifications)
 	}
 }

@@ -24,11 +24,14 @@ const defaultTemplate = `# Codexgate configuration. Edits are picked up while th
 # [cards]
 # show_bytes   = 65536         # text a card shows before "Show all"
 # max_bytes    = 4194304       # larger requests are declined without asking
-# settle_delay = "1s"          # how long the oldest card waits before a hotkey may allow it
+# settle_delay = "1s"          # how long the oldest card waits before a hotkey or a notification may allow it
 
 # [hotkeys]                    # global keys for the oldest card; "" turns one off
 # allow = "ctrl+alt+y"
 # deny  = "ctrl+alt+n"
+
+# [notifications]
+# turns = true                 # a notification when a turn finishes, fails or is stopped
 `
 
 const workerTemplate = `
@@ -50,7 +53,8 @@ env   = {}
 // workspace: commented out, to be filled in.
 const exampleWorker = `
 # To add a project folder, remove the "# " before the five lines below and
-# set cwd to the folder. Codexgate starts the worker as soon as you save.
+# set cwd to the folder (and name to a short name). Codexgate starts the
+# worker as soon as you save.
 # [[worker]]
 # name  = "myproject"
 # cwd   = "/path/to/myproject"

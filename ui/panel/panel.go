@@ -92,7 +92,11 @@ func New(app fyne.App, b Backend) *Panel {
 	p.win.SetMaster() // closing it ends the panel
 	p.list = widget.NewList(
 		func() int { return len(p.cards) },
-		func() fyne.CanvasObject { return widget.NewLabel("") },
+		func() fyne.CanvasObject {
+			l := widget.NewLabel("")
+			l.Truncation = fyne.TextTruncateEllipsis // a long command is cut with a mark, not at the split
+			return l
+		},
 		func(i widget.ListItemID, o fyne.CanvasObject) { o.(*widget.Label).SetText(wire.CardLabel(p.cards[i])) },
 	)
 	p.list.OnSelected = func(i widget.ListItemID) {
@@ -153,8 +157,13 @@ func (p *Panel) shortcuts() {
 			}
 		})
 	}
-	p.win.Canvas().AddShortcut(&desktop.CustomShortcut{KeyName: fyne.KeyW, Modifier: fyne.KeyModifierControl}, func(fyne.Shortcut) {
-		p.win.Close()
+	closeOnCtrlW(p.win)
+}
+
+// closeOnCtrlW lets Ctrl+W close w, as it closes the panel.
+func closeOnCtrlW(w fyne.Window) {
+	w.Canvas().AddShortcut(&desktop.CustomShortcut{KeyName: fyne.KeyW, Modifier: fyne.KeyModifierControl}, func(fyne.Shortcut) {
+		w.Close()
 	})
 }
 
@@ -241,7 +250,9 @@ func (p *Panel) render(c approvals.Card) {
 	}
 	p.buildForm(c)
 	for _, d := range c.Decisions {
-		btn := widget.NewButton(c.DecisionLabel(d), nil)
+		// A label as long as its rule would widen the window past the
+		// screen, and the card's own text with it; the rule is in the card whole.
+		btn := widget.NewButton(approvals.FirstLine(c.DecisionLabel(d), labelBytes), nil)
 		act := func() { p.answer(c, d) }
 		btn.OnTapped = act
 		p.actions[d] = func() {
@@ -363,6 +374,7 @@ func (p *Panel) openFull() {
 			}
 			w := p.app.NewWindow(fmt.Sprintf("%s · revision %d · all %d bytes", c.ID, c.Revision, len(full)))
 			w.SetIcon(AppIcon)
+			closeOnCtrlW(w)
 			view := newWrapped()
 			w.SetContent(view.box)
 			w.Resize(fyne.NewSize(980, 700))

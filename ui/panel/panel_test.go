@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/driver/desktop"
 	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
@@ -244,6 +245,29 @@ func rowText(r widget.TextGridRow) string {
 	return b.String()
 }
 
+// TestLongRuleKeepsThePanelOnScreen: a button naming a long rule is cut
+// with a mark, so that it neither widens the window past the screen nor
+// pushes the card's text past its edge; the rule is in the card whole.
+func TestLongRuleKeepsThePanelOnScreen(t *testing.T) {
+	app := test.NewTempApp(t)
+	b := newBackend(t, approvals.DefaultLimits)
+	rule := `"echo",` + strings.Repeat(`"this-is-a-long-argument",`, 8) + `"end"`
+	params := `{"threadId":"T","turnId":"U","itemId":"c4","startedAtMs":1,"command":"/bin/bash -lc 'echo` + strings.Repeat(" this-is-a-long-argument", 8) + ` end'","cwd":"/home/me/api","proposedExecpolicyAmendment":[` + rule + `],"availableDecisions":["accept",{"acceptWithExecpolicyAmendment":{"execpolicy_amendment":[` + rule + `]}},"decline","cancel"]}`
+	b.open(t, "0", approvals.MethodCommandApproval, params, "")
+	p := New(app, b)
+	p.Update(b.state(0))
+	if width := p.win.Content().MinSize().Width; width > 980 {
+		t.Errorf("the panel needs %v wide, more than its 980", width)
+	}
+	btn := p.buttons.Objects[1].(*widget.Button)
+	if !strings.HasPrefix(btn.Text, "Allow, and always allow commands starting with: echo this-is-a-long-argument") || !strings.HasSuffix(btn.Text, " …") {
+		t.Errorf("the rule's button says %q", btn.Text)
+	}
+	if !strings.Contains(p.current.Body, "this-is-a-long-argument end") {
+		t.Errorf("the card does not show the rule whole:\n%s", p.current.Body)
+	}
+}
+
 func TestPanelButtonsFollowTheCard(t *testing.T) {
 	app := test.NewTempApp(t)
 	b := newBackend(t, approvals.Limits{ShowBytes: 1024, MaxBytes: 1 << 20})
@@ -277,6 +301,18 @@ func TestPanelButtonsFollowTheCard(t *testing.T) {
 	}
 	test.Tap(p.showAll)
 	waitFor(t, func() bool { return b.q.Cards()[0].ShownInFull })
+	// Ctrl+W closes the Show all window, as it closes the panel.
+	full := func() fyne.Window {
+		for _, w := range app.Driver().AllWindows() {
+			if strings.Contains(w.Title(), " · all ") {
+				return w
+			}
+		}
+		return nil
+	}
+	waitFor(t, func() bool { return full() != nil })
+	full().Canvas().(fyne.Shortcutable).TypedShortcut(&desktop.CustomShortcut{KeyName: fyne.KeyW, Modifier: fyne.KeyModifierControl})
+	waitFor(t, func() bool { return full() == nil })
 	p.Update(b.state(0))
 	allow = p.buttons.Objects[0].(*widget.Button)
 	if allow.Disabled() {
