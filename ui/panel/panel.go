@@ -57,6 +57,9 @@ type Panel struct {
 	app fyne.App
 	b   Backend
 	win fyne.Window
+	// background runs a call to codexgate off Fyne's goroutine, which a
+	// slow channel must not hold up. Tests run it in place.
+	background func(func())
 
 	settle  time.Duration
 	cards   []approvals.Card
@@ -87,7 +90,7 @@ type Panel struct {
 
 // New builds the panel's window on app; Show puts it on screen.
 func New(app fyne.App, b Backend) *Panel {
-	p := &Panel{app: app, b: b, win: app.NewWindow("Codexgate"), tasks: map[string]fyne.Window{}}
+	p := &Panel{app: app, b: b, win: app.NewWindow("Codexgate"), tasks: map[string]fyne.Window{}, background: func(f func()) { go f() }}
 	p.win.SetIcon(AppIcon)
 	p.win.SetMaster() // closing it ends the panel
 	p.list = widget.NewList(
@@ -362,10 +365,11 @@ func (p *Panel) answer(c approvals.Card, d approvals.Decision) {
 }
 
 // openFull shows every byte of the current card in a window of its own,
-// then reports it shown, which lets it be allowed.
+// then, once its end has been in view, reports it shown, which lets it be
+// allowed.
 func (p *Panel) openFull() {
 	c := p.current
-	go func() {
+	p.background(func() {
 		full, card, err := p.b.Full(c.ID, c.Revision)
 		fyne.Do(func() {
 			if err != nil || card.Revision != c.Revision {
@@ -378,21 +382,23 @@ func (p *Panel) openFull() {
 			view := newWrapped()
 			w.SetContent(view.box)
 			w.Resize(fyne.NewSize(980, 700))
-			view.setRows(gridRows(full, ""), nil)
+			// As in the card view: shown in full once its last row has
+			// been in view, not when the window opens.
+			view.setRows(gridRows(full, ""), func() { p.reportShown(c) })
 			w.Show()
-			p.reportShown(c)
 		})
-	}()
+	})
 }
 
-// reportShown tells codexgate that the whole text of c is on screen: a card
-// that is not truncated when it is rendered, a truncated one after Show all.
+// reportShown tells codexgate that the whole text of c has been on screen,
+// its last row in view: in the card view, or in Show all for a truncated
+// card.
 func (p *Panel) reportShown(c approvals.Card) {
-	go func() {
+	p.background(func() {
 		if err := p.b.Shown(c.ID, c.Revision); err != nil {
 			fyne.Do(func() { p.status.SetText(err.Error()) })
 		}
-	}()
+	})
 }
 
 // showWorkers lays out a row per worker: its state and what it is doing,

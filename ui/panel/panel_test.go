@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/driver/desktop"
 	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/theme"
@@ -273,6 +274,7 @@ func TestPanelButtonsFollowTheCard(t *testing.T) {
 	b := newBackend(t, approvals.Limits{ShowBytes: 1024, MaxBytes: 1 << 20})
 	b.open(t, "0", approvals.MethodCommandApproval, commandParams, "")
 	p := New(app, b)
+	p.background = func(f func()) { f() } // Show all opens in place: the test scrolls it
 	p.Update(b.state(time.Hour))
 	var labels []string
 	for _, o := range p.buttons.Objects {
@@ -299,9 +301,6 @@ func TestPanelButtonsFollowTheCard(t *testing.T) {
 	if !allow.Disabled() || !p.showAll.Visible() {
 		t.Fatal("a truncated card can be allowed before Show all")
 	}
-	test.Tap(p.showAll)
-	waitFor(t, func() bool { return b.q.Cards()[0].ShownInFull })
-	// Ctrl+W closes the Show all window, as it closes the panel.
 	full := func() fyne.Window {
 		for _, w := range app.Driver().AllWindows() {
 			if strings.Contains(w.Title(), " · all ") {
@@ -310,7 +309,15 @@ func TestPanelButtonsFollowTheCard(t *testing.T) {
 		}
 		return nil
 	}
+	test.Tap(p.showAll)
 	waitFor(t, func() bool { return full() != nil })
+	// Opened, but not read to its end: not shown in full yet.
+	if b.q.Cards()[0].ShownInFull {
+		t.Fatal("Show all counted the card shown before its last row was in view")
+	}
+	full().Content().(*fyne.Container).Objects[0].(*container.Scroll).ScrollToBottom()
+	waitFor(t, func() bool { return b.q.Cards()[0].ShownInFull })
+	// Ctrl+W closes the Show all window, as it closes the panel.
 	full().Canvas().(fyne.Shortcutable).TypedShortcut(&desktop.CustomShortcut{KeyName: fyne.KeyW, Modifier: fyne.KeyModifierControl})
 	waitFor(t, func() bool { return full() == nil })
 	p.Update(b.state(0))
