@@ -102,7 +102,11 @@ func Run(args []string, build Build) error {
 		if len(args) != 1 {
 			return errors.New("usage: codexgate restart WORKER")
 		}
-		return g.call(control.Request{Op: "restart", Worker: args[0]}, nil)
+		if err := g.call(control.Request{Op: "restart", Worker: args[0]}, nil); err != nil {
+			return err
+		}
+		fmt.Printf("%s is restarting; `codexgate workers` shows when it is ready.\n", args[0])
+		return nil
 	case "panel":
 		return g.call(control.Request{Op: "panel", Card: strings.Join(args, "")}, nil)
 	case "secret":
@@ -229,7 +233,11 @@ func cmdLogs(g globalFlags, args []string) error {
 	if !slices.ContainsFunc(reply.Workers, func(w supervisor.Status) bool { return w.Name == args[0] }) {
 		return fmt.Errorf("no worker named %q", args[0])
 	}
-	for _, line := range reply.Stderr[args[0]] {
+	lines := reply.Stderr[args[0]]
+	if len(lines) == 0 {
+		fmt.Fprintf(os.Stderr, "%s's codex has written nothing to stderr.\n", args[0])
+	}
+	for _, line := range lines {
 		fmt.Println(approvals.Escape(line, false))
 	}
 	return nil
