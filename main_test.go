@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"codexgate/approvals"
+	"codexgate/control"
 	"codexgate/supervisor"
 	"codexgate/supervisor/codextest"
 )
@@ -390,6 +391,34 @@ func TestFileChangeCardShowsTheDiff(t *testing.T) {
 	a.idle("patcher")
 	if got, _ := os.ReadFile(target); string(got) != "first line\nsecond line\n" {
 		t.Errorf("after allow: %q", got)
+	}
+}
+
+// Codex lists a patch's changes in an order of its own, not the order it
+// applies them in: "add B, then move A to B" comes as the move, then the
+// add, and B ends as A. A card that followed the list showed B ending as
+// the added text; such a patch is declined without asking.
+func TestAFileChangedTwiceInOnePatchIsDeclined(t *testing.T) {
+	outside := codextest.TempDir(t)
+	a, b := filepath.Join(outside, "a.txt"), filepath.Join(outside, "b.txt")
+	os.WriteFile(a, []byte("from a\n"), 0o600)
+	os.WriteFile(b, []byte("b as it was\n"), 0o600)
+	app, _ := startApp(t, workerDef{name: "twice", steps: []codextest.Step{
+		codextest.Patch("*** Begin Patch\n*** Add File: " + b + "\n+shown as the end of b\n*** Update File: " + a + "\n*** Move to: " + b + "\n@@\n-from a\n+what b really becomes\n*** End Patch\n"),
+	}})
+	app.must("task", "twice", "write b")
+	app.waitFor("the turn's end", func() bool {
+		var ws []struct {
+			Turn *control.TurnState `json:"turn"`
+		}
+		return app.try(&ws, "workers", "--json") == nil && len(ws) == 1 && ws[0].Turn != nil && ws[0].Turn.Status == "completed"
+	})
+	if got, _ := os.ReadFile(b); string(got) != "b as it was\n" || !exists(a) {
+		t.Errorf("b = %q, a exists: %v", got, exists(a))
+	}
+	audit, _ := os.ReadFile(filepath.Join(app.dir, "state", "codexgate", "audit.jsonl"))
+	if !strings.Contains(string(audit), "changed twice in one patch") || strings.Contains(string(audit), `"event":"open"`) {
+		t.Errorf("audit log:\n%s", audit)
 	}
 }
 

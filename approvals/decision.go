@@ -288,6 +288,11 @@ func buildFileChange(raw, itemRaw json.RawMessage, lim Limits) (*built, error) {
 	diff.Grow(len(itemRaw))
 	exact := sha256.New()
 	files := newDisk(lim.MaxBytes)
+	// Codex lists an item's changes in an order of its own, not the order
+	// it applies them in (a patch "add B, then move A to B" is listed move
+	// first, and B ends as A): two changes landing on one file would show
+	// a file that is not the one written.
+	touched := map[string]bool{}
 	for _, ch := range item.Changes {
 		if ch.Path == "" {
 			return nil, refuse("a change of item %q has no path", p.ItemID)
@@ -308,6 +313,16 @@ func buildFileChange(raw, itemRaw json.RawMessage, lim Limits) (*built, error) {
 		shown, body, err := showChange(files, ch.Path, kind, move, ch.Diff)
 		if err != nil {
 			return nil, err
+		}
+		for _, p := range []string{ch.Path, move} {
+			if p == "" {
+				continue
+			}
+			at := files.at[p]
+			if touched[at] {
+				return nil, refuse("%s is changed twice in one patch, and the order codex applies the changes in cannot be shown", line(p))
+			}
+			touched[at] = true
 		}
 		c.Changes = append(c.Changes, shown)
 		diff.WriteString(body)

@@ -87,11 +87,6 @@ func TestFileChangesAsTheyWillLand(t *testing.T) {
 			diff:    "*** delete " + gone + "\n-bye\n-\tindented\n",
 			changes: []FileChange{{Path: gone, Kind: "delete"}}, files: []string{gone},
 		},
-		{
-			name: "a later change sees an earlier one", req: fileChangeRequest(mkChange("add", fresh, "v1\n"), mkChange("update", fresh, "@@ -1 +1 @@\n-v1\n+v2\n")),
-			diff:    "*** add " + fresh + "\n+v1\n*** update " + fresh + " (replaces an existing file)\n@@ -1 +1 @@\n-v1\n+v2\n",
-			changes: []FileChange{{Path: fresh, Kind: "add"}, {Path: fresh, Kind: "update", Replaces: true}}, files: []string{fresh},
-		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := build(tc.req, DefaultLimits)
@@ -155,6 +150,12 @@ func TestFileChangesRefused(t *testing.T) {
 		{"move whose diff does not apply", fileChangeRequest(mkChange("update", notes, "@@ -5 +5 @@\n-x\n+y\n", filepath.Join(dir, "o"))), "does not apply"},
 		{"diff without hunks", fileChangeRequest(mkChange("update", notes, "+one\n+two\n")), "does not apply"},
 		{"move onto itself", fileChangeRequest(mkChange("update", notes, "", notes)), "onto itself"},
+		// Codex does not list changes in the order it applies them: the
+		// patch "add B, then move A to B" comes as the move, then the add,
+		// and B ends as A.
+		{"a file changed twice", fileChangeRequest(mkChange("add", missing, "v1\n"), mkChange("update", missing, "@@ -1 +1 @@\n-v1\n+v2\n")), "changed twice"},
+		{"a move onto a file added too", fileChangeRequest(mkChange("update", notes, "", missing), mkChange("add", missing, "new\n")), "changed twice"},
+		{"a file reached by two paths", fileChangeRequest(mkChange("add", missing, "a\n"), mkChange("add", dir+"/new/../missing", "b\n")), "changed twice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := build(tc.req, Limits{ShowBytes: 1024, MaxBytes: 4096})

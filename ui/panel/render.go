@@ -82,24 +82,34 @@ func textRow(line string, style widget.TextGridStyle) widget.TextGridRow {
 	return widget.TextGridRow{Cells: cells, Style: style}
 }
 
-// wrapMark ends a row that goes on in the next one.
-const wrapMark = '↩'
+// wrapMark ends a row that goes on in the next one, and contMark starts
+// that next one: no text from codex can begin a row of its own, where it
+// could pass for a field of the card ("command:") or a line of the diff.
+const (
+	wrapMark = '↩'
+	contMark = '↪'
+)
 
 // minColumns keeps a very narrow view readable: it scrolls instead.
 const minColumns = 16
 
 // wrapRows breaks every row longer than cols into rows of cols cells, the
-// last cell of each broken part being wrapMark; the parts keep their row's
-// and their cells' styles.
+// last cell of each broken part being wrapMark and the first cell of each
+// part after the first contMark; the parts keep their row's and their
+// cells' styles.
 func wrapRows(rows []widget.TextGridRow, cols int) []widget.TextGridRow {
-	cols = max(cols, 2)
+	cols = max(cols, 3)
 	out := make([]widget.TextGridRow, 0, len(rows))
 	for _, r := range rows {
-		cells := r.Cells
-		for len(cells) > cols {
-			part := append(cells[:cols-1:cols-1], widget.TextGridCell{Rune: wrapMark, Style: styleWrap})
+		cells, lead := r.Cells, []widget.TextGridCell(nil)
+		for len(lead)+len(cells) > cols {
+			n := cols - 1 - len(lead)
+			part := append(append(lead, cells[:n:n]...), widget.TextGridCell{Rune: wrapMark, Style: styleWrap})
 			out = append(out, widget.TextGridRow{Cells: part, Style: r.Style})
-			cells = cells[cols-1:]
+			cells, lead = cells[n:], []widget.TextGridCell{{Rune: contMark, Style: styleWrap}}
+		}
+		if lead != nil {
+			cells = append(lead, cells...)
 		}
 		out = append(out, widget.TextGridRow{Cells: cells, Style: r.Style})
 	}
