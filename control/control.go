@@ -252,6 +252,10 @@ func (s *Server) track(ctx context.Context, conn *net.UnixConn) bool {
 	return true
 }
 
+// refusedTimeout is how long a refused peer may take to send its request
+// and read why it was refused.
+const refusedTimeout = 2 * time.Second
+
 func (s *Server) serve(ctx context.Context, conn *net.UnixConn) {
 	defer s.wg.Done()
 	defer func() {
@@ -265,6 +269,10 @@ func (s *Server) serve(ctx context.Context, conn *net.UnixConn) {
 	// of the process that connected, whose pid could name another process
 	// once it has exited, and a client chooses when it writes.
 	peerErr := s.checkPeer(conn)
+	if peerErr != nil {
+		// Refused: it has a moment to send, not the time of a request.
+		conn.SetDeadline(time.Now().Add(refusedTimeout))
+	}
 	// The request is read all the same, a refused peer's too: a client
 	// whose request was never read would see a broken pipe, not the reason.
 	req, readErr := readRequest(conn)
