@@ -57,7 +57,12 @@ func firstLines(c approvals.Card, n int) string {
 	default:
 		lines = []string{c.Message}
 	}
-	return approvals.FirstLines(strings.Join(lines, "\n"), n, bodyBytes)
+	body := approvals.FirstLines(strings.Join(lines, "\n"), n, bodyBytes)
+	if c.Truncated {
+		// The count of lines above is of what the card kept, not of all.
+		body += "\n(the card is longer than it shows: open it and use Show all)"
+	}
+	return body
 }
 
 // Summary is the one notification for the cards a burst held back.

@@ -131,7 +131,7 @@ func TestCardNotifications(t *testing.T) {
 		{name: "right to left", caps: allCaps, worker: "api", cmd: "sh ב>א",
 			title: "api wants to run a command", body: []string{"sh ב"}},
 		{name: "truncated", caps: allCaps, worker: "api", cmd: "echo " + strings.Repeat("y", 5000),
-			title: "api wants to run a command", body: []string{" …"}},
+			title: "api wants to run a command", body: []string{" …", "the card is longer than it shows: open it and use Show all"}},
 		{name: "grants", caps: allCaps, worker: "api", grantRoot: `"/w"`,
 			title: "api wants to change 1 file", body: []string{"grantRoot:  /w", "+hello"}},
 		{name: "file change", caps: allCaps, worker: "api", grantRoot: "null", allow: true,
