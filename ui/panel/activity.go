@@ -190,7 +190,7 @@ func (v *activityView) start(worker string, e *widget.Entry, start *widget.Butto
 	}
 	start.Disable()
 	note.SetText("Starting…")
-	go func() {
+	v.p.background(func() {
 		turn, err := v.p.b.StartTask(worker, text)
 		fyne.Do(func() {
 			start.Enable()
@@ -201,5 +201,5 @@ func (v *activityView) start(worker string, e *widget.Entry, start *widget.Butto
 			e.SetText("")
 			note.SetText("Started turn " + turn + ".")
 		})
-	}()
+	})
 }

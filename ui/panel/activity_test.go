@@ -58,7 +58,7 @@ func TestActivityGoldens(t *testing.T) {
 		t.Run(tc.golden, func(t *testing.T) {
 			app := test.NewTempApp(t)
 			app.Settings().SetTheme(theme.DefaultTheme()) // the test theme has no bold
-			p := New(app, newBackend(t, approvals.DefaultLimits))
+			p := newTestPanel(app, newBackend(t, approvals.DefaultLimits))
 			p.Update(tc.state)
 			p.win.Resize(fyne.NewSize(980, 620))
 			test.AssertRendersToImage(t, tc.golden+".png", p.win.Canvas())
@@ -91,7 +91,7 @@ func TestActivityViewSaysWhatATurnDid(t *testing.T) {
 	// One backend for the panel and the card: the panel reports the card
 	// shown to the queue that has it.
 	b := newBackend(t, approvals.DefaultLimits)
-	p := New(app, b)
+	p := newTestPanel(app, b)
 	api := supervisor.Status{Name: "api", State: supervisor.StateIdle}
 	p.Update(activityState([]supervisor.Status{api}, supervisor.Activity{Worker: "api", Seq: 1, Turns: []supervisor.Turn{finishedTurn}}))
 	got := strings.Join(texts(p.activity.box), "\n")
@@ -128,7 +128,7 @@ func TestActivityViewSaysWhatATurnDid(t *testing.T) {
 func TestActivityTaskBoxKeepsItsTextAcrossUpdates(t *testing.T) {
 	app := test.NewTempApp(t)
 	b := &taskBackend{backend: newBackend(t, approvals.DefaultLimits), started: make(chan [2]string, 1)}
-	p := New(app, b)
+	p := newTestPanel(app, b)
 	api := []supervisor.Status{{Name: "api", State: supervisor.StateIdle}}
 	p.Update(activityState(api, supervisor.Activity{Worker: "api"}))
 	e := p.activity.entries["api"]

@@ -352,7 +352,7 @@ func (p *Panel) answer(c approvals.Card, d approvals.Decision) {
 			values[name] = s
 		}
 	}
-	go func() {
+	p.background(func() {
 		sent, err := p.b.Answer(c.ID, c.Revision, d, values)
 		fyne.Do(func() {
 			if err != nil {
@@ -361,7 +361,7 @@ func (p *Panel) answer(c approvals.Card, d approvals.Decision) {
 			}
 			p.status.SetText(sent)
 		})
-	}()
+	})
 }
 
 // openFull shows every byte of the current card in a window of its own,
@@ -426,11 +426,11 @@ func (p *Panel) showWorkers() {
 }
 
 func (p *Panel) workerOp(op, worker string) {
-	go func() {
+	p.background(func() {
 		if err := p.b.Worker(op, worker); err != nil {
 			fyne.Do(func() { p.status.SetText(fmt.Sprintf("Cannot %s %s: %v", op, worker, err)) })
 		}
-	}()
+	})
 }
 
 // newTask asks for a prompt and starts a turn with it.
@@ -454,7 +454,7 @@ func (p *Panel) newTask(worker string) {
 			return
 		}
 		start.Disable()
-		go func() {
+		p.background(func() {
 			_, err := p.b.StartTask(worker, text)
 			fyne.Do(func() {
 				if err != nil {
@@ -464,7 +464,7 @@ func (p *Panel) newTask(worker string) {
 				}
 				w.Close()
 			})
-		}()
+		})
 	})
 	w.SetContent(widget.NewForm(
 		widget.NewFormItem("Task", prompt),

@@ -166,7 +166,7 @@ func TestPanelGoldens(t *testing.T) {
 			b := newBackend(t, tc.limits)
 			dir := workspace(t)
 			b.open(t, "0", tc.method, tc.params, tc.item(dir))
-			p := New(app, b)
+			p := newTestPanel(app, b)
 			p.Update(atHome(b.state(0), dir))
 			p.win.Resize(fyne.NewSize(980, 620))
 			for _, o := range p.buttons.Objects {
@@ -255,7 +255,7 @@ func TestLongRuleKeepsThePanelOnScreen(t *testing.T) {
 	rule := `"echo",` + strings.Repeat(`"this-is-a-long-argument",`, 8) + `"end"`
 	params := `{"threadId":"T","turnId":"U","itemId":"c4","startedAtMs":1,"command":"/bin/bash -lc 'echo` + strings.Repeat(" this-is-a-long-argument", 8) + ` end'","cwd":"/home/me/api","proposedExecpolicyAmendment":[` + rule + `],"availableDecisions":["accept",{"acceptWithExecpolicyAmendment":{"execpolicy_amendment":[` + rule + `]}},"decline","cancel"]}`
 	b.open(t, "0", approvals.MethodCommandApproval, params, "")
-	p := New(app, b)
+	p := newTestPanel(app, b)
 	p.Update(b.state(0))
 	if width := p.win.Content().MinSize().Width; width > 980 {
 		t.Errorf("the panel needs %v wide, more than its 980", width)
@@ -273,8 +273,7 @@ func TestPanelButtonsFollowTheCard(t *testing.T) {
 	app := test.NewTempApp(t)
 	b := newBackend(t, approvals.Limits{ShowBytes: 1024, MaxBytes: 1 << 20})
 	b.open(t, "0", approvals.MethodCommandApproval, commandParams, "")
-	p := New(app, b)
-	p.background = func(f func()) { f() } // Show all opens in place: the test scrolls it
+	p := newTestPanel(app, b)
 	p.Update(b.state(time.Hour))
 	var labels []string
 	for _, o := range p.buttons.Objects {
@@ -358,7 +357,7 @@ func TestPanelFormsSendTheirValues(t *testing.T) {
 	b := newBackend(t, approvals.DefaultLimits)
 	b.open(t, "0", approvals.MethodUserInput,
 		`{"threadId":"T","turnId":"U","itemId":"q1","questions":[{"id":"db","header":"Database","question":"Which one?","isOther":false,"isSecret":false,"options":[{"label":"Postgres","description":""},{"label":"SQLite","description":""}]}]}`, "")
-	p := New(app, b)
+	p := newTestPanel(app, b)
 	p.Update(b.state(0))
 	allow := p.buttons.Objects[0].(*widget.Button)
 	// Nothing chosen: the answer is refused and the card stays.
@@ -386,7 +385,7 @@ func TestLongLinesWrapAtTheEdge(t *testing.T) {
 	app := test.NewTempApp(t)
 	b := newBackend(t, approvals.DefaultLimits)
 	b.open(t, "0", approvals.MethodCommandApproval, longParams, "")
-	p := New(app, b)
+	p := newTestPanel(app, b)
 	p.Update(b.state(0))
 	want := rowsText(gridRows(b.q.Cards()[0].Body, ""), false)
 	for _, width := range []float32{980, 640, 1400, 500} {
@@ -469,7 +468,7 @@ func TestALongCardIsShownInFullOnlyOnceScrolledToItsEnd(t *testing.T) {
 	if c := b.q.Cards()[0]; c.Truncated {
 		t.Fatal("the fixture must not be truncated")
 	}
-	p := New(app, b)
+	p := newTestPanel(app, b)
 	p.Update(b.state(0))
 	if rows, view := p.body.grid.MinSize().Height, p.body.scroll.Size().Height; rows <= view {
 		t.Fatalf("the card fits the view (%v <= %v)", rows, view)
@@ -479,4 +478,13 @@ func TestALongCardIsShownInFullOnlyOnceScrolledToItsEnd(t *testing.T) {
 	}
 	p.body.scroll.ScrollToBottom()
 	waitFor(t, func() bool { return b.q.Cards()[0].ShownInFull })
+}
+
+// newTestPanel is a panel whose calls to codexgate run in place: the test
+// driver runs fyne.Do on the calling goroutine, so a call left to run
+// beside the test would touch widgets beside it.
+func newTestPanel(app fyne.App, b Backend) *Panel {
+	p := New(app, b)
+	p.background = func(f func()) { f() }
+	return p
 }
