@@ -217,23 +217,30 @@ func (c *Card) quickNo(d Decision) error {
 // Summary is the card in one escaped line of at most about limit bytes,
 // for lists, menus and notifications.
 func (c *Card) Summary(limit int) string {
-	switch {
-	case c.Kind == KindNetwork:
+	if c.Kind == KindNetwork {
 		return FirstLine("network access to "+c.Host, limit)
-	case len(c.Changes) > 0:
-		paths := make([]string, len(c.Changes))
-		for i, ch := range c.Changes {
-			paths[i] = ch.Describe()
-		}
-		return FirstLine(strings.Join(paths, ", "), limit)
-	case c.Command != "":
-		return FirstLine(c.Command, limit)
-	case len(c.Permissions) > 0:
-		return FirstLine(strings.Join(c.Permissions, ", "), limit)
-	case len(c.Fields) > 0:
-		return FirstLine(c.Fields[0].Label, limit)
 	}
-	return FirstLine(c.Message, limit)
+	return FirstLine(strings.Join(c.Subject(), ", "), limit)
+}
+
+// Subject is what the card asks about, a line each: its file changes, its
+// command, the permissions it asks for, its first question, or its message.
+func (c *Card) Subject() []string {
+	switch {
+	case len(c.Changes) > 0:
+		lines := make([]string, len(c.Changes))
+		for i, ch := range c.Changes {
+			lines[i] = ch.Describe()
+		}
+		return lines
+	case c.Command != "":
+		return []string{c.Command}
+	case len(c.Permissions) > 0:
+		return c.Permissions
+	case len(c.Fields) > 0:
+		return []string{c.Fields[0].Label}
+	}
+	return []string{c.Message}
 }
 
 // Allows reports whether d lets something happen. deny-host saves a rule,

@@ -208,7 +208,7 @@ func TestPanelProcess(t *testing.T) {
 	if err := u.OpenPanel(""); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return len(b.Cards()) == 0 }) // denied in the panel
+	approvalstest.WaitFor(t, func() bool { return len(b.Cards()) == 0 }) // denied in the panel
 	u.panel.mu.Lock()
 	r := u.panel.run
 	u.panel.mu.Unlock()
@@ -218,7 +218,7 @@ func TestPanelProcess(t *testing.T) {
 	case <-time.After(panelGrace + time.Second):
 		t.Fatal("the panel did not end with its channel")
 	}
-	waitFor(t, func() bool {
+	approvalstest.WaitFor(t, func() bool {
 		u.panel.mu.Lock()
 		defer u.panel.mu.Unlock()
 		return u.panel.run == nil
@@ -238,16 +238,5 @@ func TestPanelProcess(t *testing.T) {
 	}
 	if f := missing.panel.failure(); !strings.Contains(f, "missing") {
 		t.Errorf("failure %q", f)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -111,3 +111,16 @@ func (c *Clock) Add(d time.Duration) {
 	c.now = c.now.Add(d)
 	c.mu.Unlock()
 }
+
+// WaitFor waits, at most 10 seconds, until cond holds: for what another
+// goroutine does, as a test sees it.
+func WaitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

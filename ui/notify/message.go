@@ -41,23 +41,9 @@ func Message(ch approvals.Change) (string, string) {
 	return title, firstLines(c, 3)
 }
 
-// firstLines is the escaped start of what the card shows: the command, the
-// changes, or the permissions.
+// firstLines is the escaped start of what the card asks about.
 func firstLines(c approvals.Card, n int) string {
-	var lines []string
-	switch {
-	case len(c.Changes) > 0:
-		for _, ch := range c.Changes {
-			lines = append(lines, ch.Describe())
-		}
-	case c.Command != "":
-		lines = []string{c.Command}
-	case len(c.Permissions) > 0:
-		lines = c.Permissions
-	default:
-		lines = []string{c.Message}
-	}
-	body := approvals.FirstLines(strings.Join(lines, "\n"), n, bodyBytes)
+	body := approvals.FirstLines(strings.Join(c.Subject(), "\n"), n, bodyBytes)
 	if c.Truncated {
 		// The count of lines above is of what the card kept, not of all.
 		body += "\n(the card is longer than it shows: open it and use Show all)"

@@ -288,7 +288,7 @@ func TestPanelButtonsFollowTheCard(t *testing.T) {
 	}
 	// Deny is never held back.
 	test.Tap(p.buttons.Objects[2].(*widget.Button))
-	waitFor(t, func() bool { return len(b.q.Cards()) == 0 })
+	approvalstest.WaitFor(t, func() bool { return len(b.q.Cards()) == 0 })
 	if a := b.answered()[0]; a.Decision != approvals.DecisionDeny || a.By != approvals.ByPanel || a.Revision != 1 {
 		t.Errorf("answer %+v", a)
 	}
@@ -309,23 +309,23 @@ func TestPanelButtonsFollowTheCard(t *testing.T) {
 		return nil
 	}
 	test.Tap(p.showAll)
-	waitFor(t, func() bool { return full() != nil })
+	approvalstest.WaitFor(t, func() bool { return full() != nil })
 	// Opened, but not read to its end: not shown in full yet.
 	if b.q.Cards()[0].ShownInFull {
 		t.Fatal("Show all counted the card shown before its last row was in view")
 	}
 	full().Content().(*fyne.Container).Objects[0].(*container.Scroll).ScrollToBottom()
-	waitFor(t, func() bool { return b.q.Cards()[0].ShownInFull })
+	approvalstest.WaitFor(t, func() bool { return b.q.Cards()[0].ShownInFull })
 	// Ctrl+W closes the Show all window, as it closes the panel.
 	full().Canvas().(fyne.Shortcutable).TypedShortcut(&desktop.CustomShortcut{KeyName: fyne.KeyW, Modifier: fyne.KeyModifierControl})
-	waitFor(t, func() bool { return full() == nil })
+	approvalstest.WaitFor(t, func() bool { return full() == nil })
 	p.Update(b.state(0))
 	allow = p.buttons.Objects[0].(*widget.Button)
 	if allow.Disabled() {
 		t.Fatal("allow stays disabled after Show all")
 	}
 	test.Tap(allow)
-	waitFor(t, func() bool { return len(b.q.Cards()) == 0 })
+	approvalstest.WaitFor(t, func() bool { return len(b.q.Cards()) == 0 })
 }
 
 func TestButtonLabelsNameWhatTheyGrant(t *testing.T) {
@@ -341,17 +341,6 @@ func TestButtonLabelsNameWhatTheyGrant(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestPanelFormsSendTheirValues(t *testing.T) {
 	app := test.NewTempApp(t)
 	b := newBackend(t, approvals.DefaultLimits)
@@ -362,7 +351,7 @@ func TestPanelFormsSendTheirValues(t *testing.T) {
 	allow := p.buttons.Objects[0].(*widget.Button)
 	// Nothing chosen: the answer is refused and the card stays.
 	test.Tap(allow)
-	waitFor(t, func() bool { return len(b.answered()) == 1 })
+	approvalstest.WaitFor(t, func() bool { return len(b.answered()) == 1 })
 	if len(b.q.Cards()) != 1 {
 		t.Fatal("an unanswered question was sent")
 	}
@@ -371,7 +360,7 @@ func TestPanelFormsSendTheirValues(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	p.form.Objects[0].(*widget.Form).Items[0].Widget.(*widget.Select).SetSelected("SQLite")
 	test.Tap(allow)
-	waitFor(t, func() bool { return len(b.q.Cards()) == 0 })
+	approvalstest.WaitFor(t, func() bool { return len(b.q.Cards()) == 0 })
 	answers := b.answered()
 	if last := answers[len(answers)-1]; last.Values["db"] != "SQLite" || last.By != approvals.ByPanel {
 		t.Errorf("answer %+v", last)
@@ -477,7 +466,7 @@ func TestALongCardIsShownInFullOnlyOnceScrolledToItsEnd(t *testing.T) {
 		t.Fatal("a card whose end is out of view was reported shown in full")
 	}
 	p.body.scroll.ScrollToBottom()
-	waitFor(t, func() bool { return b.q.Cards()[0].ShownInFull })
+	approvalstest.WaitFor(t, func() bool { return b.q.Cards()[0].ShownInFull })
 }
 
 // newTestPanel is a panel whose calls to codexgate run in place: the test
