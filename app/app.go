@@ -517,6 +517,8 @@ func (a *app) Answer(ans approvals.Answer) (approvals.Answered, error) { return 
 
 func (a *app) Workers() []supervisor.Status { return a.sup.Statuses() }
 
+func (a *app) SettleDelay() time.Duration { return a.queue.SettleDelay() }
+
 func (a *app) Activity() []supervisor.Activity { return a.sup.Activity() }
 
 func (a *app) StartTask(ctx context.Context, worker, prompt string) (string, error) {

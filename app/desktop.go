@@ -43,10 +43,9 @@ func newDesktop(ctx context.Context, a *app, cfg *config.Config, log *slog.Logge
 				err.Error()+"\nBind `codexgate answer allow` and `codexgate answer deny` in your desktop's shortcut settings instead.")
 		}, log)
 	d.ui = ui.New(ctx, a, ui.Options{
-		SettleDelay: cfg.Cards.SettleDelay.Duration,
-		Notifier:    d.notifier,
-		Hotkeys:     d.hotkeys,
-		Log:         log,
+		Notifier: d.notifier,
+		Hotkeys:  d.hotkeys,
+		Log:      log,
 	})
 	return d
 }
@@ -54,7 +53,7 @@ func newDesktop(ctx context.Context, a *app, cfg *config.Config, log *slog.Logge
 // reload applies new hotkeys, settle delay and notification settings.
 func (d *desktop) reload(cfg *config.Config) {
 	d.hotkeys.SetKeys(cfg.Hotkeys.Map())
-	d.ui.SetSettleDelay(cfg.Cards.SettleDelay.Duration)
+	d.ui.Changed() // the panel learns the settle delay with the state
 	d.notifier.SetTurns(cfg.Notifications.Turns)
 }
 

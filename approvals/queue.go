@@ -158,6 +158,14 @@ func (q *Queue) SetLimits(lim Limits, settle time.Duration) {
 	q.mu.Unlock()
 }
 
+// SettleDelay is how long a card must have been the oldest, unchanged,
+// before a yes that does not name it counts.
+func (q *Queue) SettleDelay() time.Duration {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.opts.SettleDelay
+}
+
 // Open turns a request into a card, or declines it at once (recording why)
 // when it cannot show what would happen, or when the open cards are at
 // their caps.

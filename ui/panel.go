@@ -243,7 +243,7 @@ func (h *panelHost) handle(r *panelRun, req wire.Request) wire.Reply {
 		if !ok {
 			return fail(errNotShown)
 		}
-		if d.Allows() && time.Since(at) < time.Duration(h.u.settle.Load()) {
+		if d.Allows() && time.Since(at) < h.u.b.SettleDelay() {
 			return fail(approvals.ErrTooSoon)
 		}
 		sent, err := b.Answer(approvals.Answer{Card: req.Card, Decision: d, Revision: req.Revision, By: approvals.ByPanel, Values: req.Values})

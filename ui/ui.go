@@ -14,7 +14,6 @@ import (
 	"context"
 	"log/slog"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"codexgate/approvals"
@@ -31,6 +30,9 @@ type Backend interface {
 	Answer(approvals.Answer) (approvals.Answered, error)
 	Workers() []supervisor.Status
 	Activity() []supervisor.Activity
+	// SettleDelay is how long a card waits in the panel before it can be
+	// allowed.
+	SettleDelay() time.Duration
 	StartTask(ctx context.Context, worker, prompt string) (string, error)
 	Pause(worker string) error
 	Resume(worker string) error
@@ -47,10 +49,9 @@ type Hotkeys interface {
 
 // Options configure the UI.
 type Options struct {
-	SettleDelay time.Duration
-	Notifier    *notify.Notifier
-	Hotkeys     Hotkeys
-	Log         *slog.Logger
+	Notifier *notify.Notifier
+	Hotkeys  Hotkeys
+	Log      *slog.Logger
 	// Panel is the panel binary; "" for codexgate-panel beside this one.
 	Panel string
 }
@@ -64,10 +65,9 @@ const (
 
 // UI is the desktop front of Codexgate.
 type UI struct {
-	ctx    context.Context // the app's lifetime
-	b      Backend
-	opts   Options
-	settle atomic.Int64 // the settle delay, in nanoseconds
+	ctx  context.Context // the app's lifetime
+	b    Backend
+	opts Options
 
 	changed chan struct{} // 1-buffered: the state changed, redraw
 	tray    *tray
@@ -83,7 +83,6 @@ func New(ctx context.Context, b Backend, opts Options) *UI {
 		opts.Panel = panelPath()
 	}
 	u := &UI{ctx: ctx, b: b, opts: opts, changed: make(chan struct{}, 1)}
-	u.settle.Store(int64(opts.SettleDelay))
 	u.tray = &tray{u: u}
 	u.panel = &panelHost{u: u, path: opts.Panel}
 	return u
@@ -135,7 +134,7 @@ func (s snapshot) state() wire.State {
 func (u *UI) snapshot() snapshot {
 	return snapshot{
 		cards: u.b.Cards(), workers: u.b.Workers(), activity: u.b.Activity(),
-		settle: time.Duration(u.settle.Load()), panelFailure: u.panel.failure(),
+		settle: u.b.SettleDelay(), panelFailure: u.panel.failure(),
 	}
 }
 
@@ -170,13 +169,6 @@ func (u *UI) Run(ctx context.Context, quit func()) {
 		case <-time.After(refreshGap):
 		}
 	}
-}
-
-// SetSettleDelay changes how long a card shown in the panel waits before it
-// can be allowed.
-func (u *UI) SetSettleDelay(d time.Duration) {
-	u.settle.Store(int64(d))
-	u.Changed()
 }
 
 // OpenPanel starts the panel, or brings it to the front, at a card ("":

@@ -63,6 +63,8 @@ func newBackend(limits approvals.Limits) *backend {
 	return &backend{q: approvals.NewQueue(approvals.Options{Audit: &approvalstest.Audit{}, Limits: limits})}
 }
 
+func (b *backend) SettleDelay() time.Duration { return b.q.SettleDelay() }
+
 func (b *backend) open(t *testing.T, id, params, item string) {
 	method := approvals.MethodCommandApproval
 	if item != "" {
@@ -104,7 +106,8 @@ func TestPanelRequestsAreChecked(t *testing.T) {
 	b := newBackend(approvals.Limits{ShowBytes: 512, MaxBytes: 1 << 20})
 	b.open(t, "0", commandParams, "")
 	b.open(t, "1", patchParams, bigPatch())
-	u := New(context.Background(), b, Options{SettleDelay: time.Hour})
+	b.q.SetLimits(approvals.Limits{ShowBytes: 512, MaxBytes: 1 << 20}, time.Hour)
+	u := New(context.Background(), b, Options{})
 	h := u.panel
 	r := &panelRun{pushed: map[string]shownRev{}, full: map[string]int{}, ready: make(chan struct{})}
 	cards := b.Cards()
