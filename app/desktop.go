@@ -29,9 +29,7 @@ func newDesktop(ctx context.Context, a *app, cfg *config.Config, log *slog.Logge
 	d.notifier = notify.New(notify.Options{
 		Bus:   sessionbus.Address(),
 		Queue: a.queue,
-		// Opening waits for the panel's first frame (bounded by its start
-		// timeout) and shows its own failure; the notifier must not wait.
-		OpenPanel: func(cardID string) { go d.ui.OpenPanel(cardID) },
+		OpenPanel: func(cardID string) { d.ui.OpenPanelSoon(cardID) },
 		Fallback:  func(title, body string) error { return beeep.Notify(title, body, assets.AppIcon) },
 		Turns:     cfg.Notifications.Turns,
 		Log:       log,

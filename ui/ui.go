@@ -14,6 +14,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"codexgate/approvals"
@@ -69,7 +70,8 @@ type UI struct {
 	b    Backend
 	opts Options
 
-	changed chan struct{} // 1-buffered: the state changed, redraw
+	changed chan struct{}  // 1-buffered: the state changed, redraw
+	opening sync.WaitGroup // panels opened by OpenPanelSoon, waited for by Run
 	tray    *tray
 	panel   *panelHost
 }
@@ -143,6 +145,7 @@ func (u *UI) snapshot() snapshot {
 func (u *UI) Run(ctx context.Context, quit func()) {
 	u.tray.start(quit)
 	defer u.tray.stop()
+	defer u.opening.Wait() // after the panel closed, which ends an opening too
 	defer u.panel.close()
 	u.Changed()
 	var last snapshot
@@ -169,6 +172,13 @@ func (u *UI) Run(ctx context.Context, quit func()) {
 		case <-time.After(refreshGap):
 		}
 	}
+}
+
+// OpenPanelSoon opens the panel as OpenPanel does, without waiting for it:
+// for callers that must not block (a notification's Open). Its failure is
+// shown in the tray and a notification.
+func (u *UI) OpenPanelSoon(cardID string) {
+	u.opening.Go(func() { u.OpenPanel(cardID) })
 }
 
 // OpenPanel starts the panel, or brings it to the front, at a card ("":
