@@ -4,11 +4,13 @@
 package sessionbus
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 )
@@ -47,4 +49,20 @@ func Connect(opts ...dbus.ConnOption) (*dbus.Conn, error) {
 		return nil, fmt.Errorf("connect to the session bus: %w", err)
 	}
 	return conn, nil
+}
+
+// ownerTimeout bounds the question of who owns a name.
+const ownerTimeout = 5 * time.Second
+
+// Owner is the unique name of the connection that owns name now. A signal
+// sent straight to a connection reaches it whatever its match rules, so a
+// signal is taken only from the owner of the service it claims to come from.
+func Owner(ctx context.Context, conn *dbus.Conn, name string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, ownerTimeout)
+	defer cancel()
+	var owner string
+	if err := conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetNameOwner", 0, name).Store(&owner); err != nil {
+		return "", fmt.Errorf("find the owner of %s: %w", name, err)
+	}
+	return owner, nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"codexgate/sessionbus"
+
 	"github.com/godbus/dbus/v5"
 )
 
@@ -107,10 +109,8 @@ func (b *bus) call(ctx context.Context, method string, args ...any) *dbus.Call {
 }
 
 func (b *bus) resolveOwner(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	var owner string
-	if err := b.conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetNameOwner", 0, busName).Store(&owner); err != nil {
+	owner, err := sessionbus.Owner(ctx, b.conn, busName)
+	if err != nil {
 		return fmt.Errorf("find the notification server: %w", err)
 	}
 	b.owner = owner

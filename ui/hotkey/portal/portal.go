@@ -16,6 +16,7 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"codexgate/config/keys"
+	"codexgate/sessionbus"
 )
 
 // The portal's names, from the xdg-desktop-portal documentation.
@@ -165,7 +166,7 @@ func Open(ctx context.Context, conn *dbus.Conn, keyset map[string]string, onPres
 		pending:  map[dbus.ObjectPath]chan response{},
 		last:     map[string]time.Time{},
 	}
-	s.owner, _ = portalOwner(ctx, conn) // "" is found again at the first signal
+	s.owner, _ = sessionbus.Owner(ctx, conn, BusName) // "" is found again at the first signal
 	// The portal sends its signals to this connection only; the match rules
 	// are for buses that route them by rule all the same.
 	for _, m := range [][]dbus.MatchOption{
@@ -410,15 +411,6 @@ func (s *Shortcuts) listen(ctx context.Context) {
 	}
 }
 
-// portalOwner is the unique name of the portal's connection.
-func portalOwner(ctx context.Context, conn *dbus.Conn) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, closeTimeout)
-	defer cancel()
-	var owner string
-	err := conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetNameOwner", 0, BusName).Store(&owner)
-	return owner, err
-}
-
 // fromPortal checks the sender: a signal sent straight to this connection
 // reaches it whatever the match rules, and any client of the bus could send
 // one that looks like a press of the allow key. A portal that restarted has
@@ -427,7 +419,7 @@ func (s *Shortcuts) fromPortal(sig *dbus.Signal) bool {
 	if sig.Sender != "" && sig.Sender == s.owner {
 		return true
 	}
-	owner, err := portalOwner(context.Background(), s.conn)
+	owner, err := sessionbus.Owner(context.Background(), s.conn, BusName)
 	if err != nil {
 		return false
 	}
