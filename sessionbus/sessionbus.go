@@ -1,6 +1,8 @@
 // Package sessionbus finds the desktop session's D-Bus without ever
 // starting one. A library left to itself would autolaunch a bus (and the
-// bus a keyring daemon) that outlives Codexgate, where no session is.
+// bus a keyring daemon) that outlives Codexgate, where no session is. It
+// also says who owns a name on the bus, so that signals are taken only
+// from the service they claim to come from.
 package sessionbus
 
 import (
