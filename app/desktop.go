@@ -27,8 +27,8 @@ func newDesktop(ctx context.Context, a *app, cfg *config.Config, log *slog.Logge
 	d := &desktop{}
 	beeep.AppName = "Codexgate"
 	d.notifier = notify.New(notify.Options{
-		Bus:   sessionbus.Address(),
-		Queue: a.queue,
+		Bus:       sessionbus.Address(),
+		Queue:     a.queue,
 		OpenPanel: func(cardID string) { d.ui.OpenPanelSoon(cardID) },
 		Fallback:  func(title, body string) error { return beeep.Notify(title, body, assets.AppIcon) },
 		Turns:     cfg.Notifications.Turns,
